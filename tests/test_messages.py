@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 
 import pytest
 from hypothesis import given
@@ -71,9 +72,26 @@ def test_helpers() -> None:
 
 
 def test_ids_sort_by_creation_time() -> None:
-    ids = [new_message_id() for _ in range(50)]
+    # 5,000 ids come out far faster than one per microsecond, so this catches a clock that ties.
+    ids = [new_message_id() for _ in range(5_000)]
     assert ids == sorted(ids)
-    assert len(set(ids)) == 50
+    assert len(set(ids)) == 5_000
+
+
+def test_ids_stay_unique_and_ordered_per_thread_across_threads() -> None:
+    per_thread: list[list[str]] = [[] for _ in range(4)]
+
+    def make(bucket: list[str]) -> None:
+        bucket.extend(new_message_id() for _ in range(2_000))
+
+    threads = [threading.Thread(target=make, args=(bucket,)) for bucket in per_thread]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for bucket in per_thread:
+        assert bucket == sorted(bucket)
+    assert len({i for bucket in per_thread for i in bucket}) == 8_000
 
 
 def test_from_dict_names_the_missing_field() -> None:

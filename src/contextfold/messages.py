@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -52,9 +53,26 @@ MessageKind: TypeAlias = str
 """
 
 
+_id_clock_lock = threading.Lock()
+_id_clock_last_us = 0
+
+
+def _next_id_microsecond() -> int:
+    # Two ids made in the same microsecond would otherwise order by their random suffix, so the
+    # clock is made strictly increasing within the process (like a monotonic ULID generator).
+    global _id_clock_last_us
+    with _id_clock_lock:
+        now = time.time_ns() // 1000
+        _id_clock_last_us = max(now, _id_clock_last_us + 1)
+        return _id_clock_last_us
+
+
 def new_message_id(prefix: str = "msg") -> str:
-    """Return a fresh id that sorts by creation time: ``msg_<12 hex time><10 hex random>``."""
-    return f"{prefix}_{time.time_ns() // 1000:012x}{secrets.token_hex(5)}"
+    """Return a fresh id that sorts by creation time: ``msg_<12 hex time><10 hex random>``.
+
+    Within one process the ids are strictly increasing, even when many are made in one microsecond.
+    """
+    return f"{prefix}_{_next_id_microsecond():012x}{secrets.token_hex(5)}"
 
 
 # --------------------------------------------------------------------------------------------------
