@@ -34,13 +34,23 @@ Baselines are written here (labelled as baselines everywhere they are shown):
   that does not fit is cut in its middle), followed by one summary message (Codex's summary
   prefix + the summary). Later compactions collect the user messages again (never an earlier
   summary) and summarize the whole current history, earlier summary included.
+- ``OpenHands-like (baseline)`` — modelled on the condenser of OpenHands' default agent
+  (openhands-sdk ``LLMSummarizingCondenser(max_size=80, keep_first=4)``, the
+  ``get_default_condenser`` preset): it counts *events* (a user message, each tool call, each tool
+  result), and when the view holds more than 80 it keeps the first 4 events and the newest
+  ``80 // 2 - 4 - 1`` = 35, and puts one summary of what it forgot between them. It does not count
+  tokens: it learns of an overflow from the provider's error, after which the agent asks for a
+  condensation that halves the view (``target_size = len(view) // 2``). Those refused requests
+  are counted here as requests over the window (at no cost: a refused request is not billed).
+  Cuts never split a call from its results (OpenHands' view drops unmatched calls and results).
 
-The summary text. Both summarizing methods get our :class:`ExtractiveSummarizer` (deterministic,
+The summary text. Every summarizing method gets our :class:`ExtractiveSummarizer` (deterministic,
 no model), the same one our ``summarize`` preset uses, so what they lose or keep comes from *what
 they decide to summarize and keep*, not from a weaker summarizer. The middleware hands the
 summarizer only what its own ``trim_tokens_to_summarize`` (4,000 tokens, ``start_on="human"``)
 left, exactly as it would hand it to a model; when that trim leaves nothing, LangChain's own
-fallback text is the summary. The Codex-like baseline summarizes the whole history it replaces.
+fallback text is the summary. The Codex-like baseline summarizes the whole history it replaces;
+the OpenHands-like one what it forgets, extending its previous summary.
 
 All methods are driven by :func:`replay_method`, which measures them like the engine's replay
 (:mod:`contextfold.replay`): every request is counted with the transcript's own counter (ours),
@@ -61,7 +71,7 @@ from contextfold.compaction.summary import ExtractiveSummarizer, StructuredSumma
 from contextfold.formats import Transcript, to_anthropic, to_openai
 from contextfold.formats.anthropic import tools_to_anthropic
 from contextfold.formats.openai import tools_to_openai
-from contextfold.messages import Message, Meta, TextPart
+from contextfold.messages import Message, Meta, TextPart, ToolCallPart
 from contextfold.models import ModelInfo
 from contextfold.replay import (
     EditMark,
@@ -78,6 +88,7 @@ from contextfold.tools import ToolSpec
 
 __all__ = [
     "BASELINE_CODEX",
+    "BASELINE_OPENHANDS",
     "BASELINE_SLIDING",
     "METHOD_NAMES",
     "PEER_SUMMARIZATION",
@@ -85,6 +96,7 @@ __all__ = [
     "PEER_TRIM",
     "CodexLikeBaseline",
     "ContextMethod",
+    "OpenHandsLikeBaseline",
     "SlidingWindowBaseline",
     "SummarizationMiddlewarePeer",
     "TrimMessagesPeer",
@@ -99,12 +111,14 @@ PEER_SUMMARIZATION = "langchain SummarizationMiddleware"
 PEER_SUMMARIZATION_UNTRIMMED = "langchain SummarizationMiddleware, untrimmed"
 BASELINE_SLIDING = "sliding window (baseline)"
 BASELINE_CODEX = "Codex-like (baseline)"
+BASELINE_OPENHANDS = "OpenHands-like (baseline)"
 METHOD_NAMES: tuple[str, ...] = (
     PEER_TRIM,
     PEER_SUMMARIZATION,
     PEER_SUMMARIZATION_UNTRIMMED,
     BASELINE_SLIDING,
     BASELINE_CODEX,
+    BASELINE_OPENHANDS,
 )
 """Every peer and baseline, in display order."""
 
@@ -126,6 +140,10 @@ CODEX_SUMMARY_PREFIX = (
     "information in this summary to assist with your own analysis:"
 )
 """Codex's ``templates/compact/summary_prefix.md``: what opens its summary message."""
+OPENHANDS_MAX_SIZE = 80
+"""Events the OpenHands default agent's condenser lets the view hold (``get_default_condenser``)."""
+OPENHANDS_KEEP_FIRST = 4
+"""Events at the start of the view that its condenser never forgets."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +153,9 @@ class Compaction:
     kind: Literal["summary", "drop"]
     removed: int
     cpu_seconds: float
+    refused: tuple[int, ...] = ()
+    """Sizes (tokens) of the requests sent before this one that the provider refused as over
+    the window: a method that does not count tokens learns of an overflow from the error."""
 
 
 class ContextMethod(Protocol):
@@ -169,6 +190,10 @@ def method_labels() -> dict[str, str]:
         ),
         BASELINE_SLIDING: "baseline (written here)",
         BASELINE_CODEX: "baseline (written here, modelled on codex-rs compact.rs)",
+        BASELINE_OPENHANDS: (
+            "baseline (written here, modelled on openhands-sdk LLMSummarizingCondenser, "
+            "max_size=80, keep_first=4)"
+        ),
     }
 
 
@@ -404,6 +429,96 @@ class CodexLikeBaseline:
         return list(self.history), Compaction("summary", before - len(kept), cpu)
 
 
+class OpenHandsLikeBaseline:
+    """Baseline modelled on OpenHands' default condenser: an event budget, head + summary + tail,
+    and a halving condensation after the provider refuses a request as too long."""
+
+    name = BASELINE_OPENHANDS
+
+    def __init__(self, counter: TokenCounter, fixed_tokens: int, window: int) -> None:
+        self.counter = counter
+        self.fixed = fixed_tokens
+        self.window = window
+        self.history: list[Message] = []
+        self.summarizer = ExtractiveSummarizer()
+        self.summary: StructuredSummary | None = None
+        self.condensations = 0
+
+    def add(self, message: Message) -> None:
+        self.history.append(message)
+
+    def request(self) -> tuple[list[Message], Compaction | None]:
+        started = time.thread_time()
+        removed = 0
+        if _events(self.history) > OPENHANDS_MAX_SIZE:
+            removed += self._condense(OPENHANDS_MAX_SIZE // 2)
+        refused: list[int] = []
+        while (tokens := self.fixed + self.counter.count_messages(self.history)) > self.window:
+            # The provider refuses this request; the agent then asks for a condensation that
+            # halves the view, and sends again.
+            cut = self._condense(_events(self.history) // 2)
+            if not cut:
+                break  # nothing left to forget: the request goes out over the window
+            refused.append(tokens)
+            removed += cut
+        cpu = time.thread_time() - started
+        if not removed:
+            return list(self.history), None
+        return list(self.history), Compaction("summary", removed, cpu, tuple(refused))
+
+    def _condense(self, target_events: int) -> int:
+        """Keep the head and the newest events up to ``target_events`` in all, summary
+        included; return how many messages were forgotten (0 when nothing can be)."""
+        history = self.history
+        sizes = [_events((m,)) for m in history]
+        head_end = head_events = 0
+        while (
+            head_end < len(history)
+            and head_events + sizes[head_end] <= OPENHANDS_KEEP_FIRST
+            and history[head_end].meta.kind not in SUMMARY_KINDS
+        ):
+            head_events += sizes[head_end]
+            head_end += 1
+        while 0 < head_end < len(history) and history[head_end].role == "tool":
+            head_end -= 1  # a call whose results would be forgotten goes with them
+        from_tail = target_events - head_events - 1
+        if from_tail <= 0:
+            return 0
+        tail_start, tail_events = len(history), 0
+        while tail_start > head_end and tail_events + sizes[tail_start - 1] <= from_tail:
+            tail_events += sizes[tail_start - 1]
+            tail_start -= 1
+        while tail_start < len(history) and history[tail_start].role == "tool":
+            tail_start += 1  # results whose call is forgotten are forgotten too
+        forgotten = [m for m in history[head_end:tail_start] if m.meta.kind not in SUMMARY_KINDS]
+        if not forgotten:
+            return 0
+        self.summary = self.summarizer.summarize(forgotten, self.summary)
+        self.condensations += 1
+        note = Message(
+            "user",
+            (TextPart(self.summary.render()),),
+            id=f"openhands-summary{self.condensations}",
+            meta=Meta(kind="summary"),
+        )
+        self.history = [*history[:head_end], note, *history[tail_start:]]
+        return len(forgotten)
+
+
+def _events(messages: Sequence[Message]) -> int:
+    """OpenHands events in ``messages``: one per user or text-only assistant message, one per
+    tool call (an action) and one per tool result (an observation)."""
+    total = 0
+    for message in messages:
+        if message.role == "assistant":
+            total += max(1, sum(type(p) is ToolCallPart for p in message.parts))
+        elif message.role == "tool":
+            total += max(1, len(message.parts))
+        else:
+            total += 1
+    return total
+
+
 def _default_trim() -> int | None:
     """The installed middleware's default ``trim_tokens_to_summarize`` (4,000 in langchain 1.4)."""
     import inspect
@@ -466,6 +581,8 @@ def make_method(
         return SlidingWindowBaseline(counter, fixed, window)
     if name == BASELINE_CODEX:
         return CodexLikeBaseline(counter, fixed, window)
+    if name == BASELINE_OPENHANDS:
+        return OpenHandsLikeBaseline(counter, fixed, window)
     raise ValueError(f"unknown method {name!r}; known: {', '.join(METHOD_NAMES)}")
 
 
@@ -511,6 +628,9 @@ def replay_method(
             method.add(message)
             continue
         view, compaction = method.request()
+        for refused in compaction.refused if compaction else ():
+            # Sent and refused as too long: over the window, not billed, no cache written.
+            run.turns.append(TurnRecord(len(run.turns), index, tokens=refused, zone="", fits=False))
         tokens = counter.count_request(view, system=system, tools=tools)
         reuse = meter.measure_segments(wire_segments(view, system, tools, info.provider), tokens)
         edits = (EditMark(compaction.kind, compaction.removed, 0),) if compaction else ()

@@ -1,4 +1,4 @@
-"""Compaction presets beside LangChain and two baselines, on every shared transcript, 32k and 128k.
+"""Compaction presets beside LangChain and three baselines, on every shared transcript, 32k/128k.
 
 Every shared transcript (DeepSeek and Gemini mini-swe-agent trajectories, the Claude Code main
 sessions, the tau-bench dialogues) is replayed once per window (32k, 128k) and method:
@@ -7,7 +7,8 @@ sessions, the tau-bench dialogues) is replayed once per window (32k, 128k) and m
   (:func:`contextfold.replay.replay`): the recorded assistant turns answer each request, so what
   differs is only the context each method sends;
 - the peers and baselines of :mod:`benchmarks.baselines` (LangChain's ``trim_messages`` and
-  ``SummarizationMiddleware``, a sliding window, a Codex-like summary + recent user messages),
+  ``SummarizationMiddleware``, a sliding window, a Codex-like summary + recent user messages,
+  an OpenHands-like event-count condenser),
   fed the same messages and measured the same way (:func:`benchmarks.baselines.replay_method`).
 
 Each transcript keeps its own model (tokenizer, reply reserve: at most a quarter of the window)
@@ -134,8 +135,9 @@ class Pool:
     kept: dict[str, int] = field(default_factory=dict)
     recoverable: dict[str, int] = field(default_factory=dict)
     totals: dict[str, int] = field(default_factory=dict)
-    big: int = 0
-    """Transcripts larger than the effective window (the ones retention is pooled over)."""
+    probed: int = 0
+    """Transcripts retention is pooled over: those larger than the effective window, and any
+    other one this method cut (a method may cut before the window is full)."""
 
     def add(self, run: ReplayRun, full_tokens: int, big: bool) -> None:
         self.transcripts += 1
@@ -152,11 +154,12 @@ class Pool:
         self.cpu += run.compaction_cpu_seconds
         self.full_tokens += full_tokens
         self.final_tokens += run.turns[-1].tokens if run.turns else 0
-        if big and run.retention is not None:
+        cut = run.compactions > 0 or run.mask_batches > 0
+        if (big or cut) and run.retention is not None:
             self._add_retention(run.retention)
 
     def _add_retention(self, retention: Retention) -> None:
-        self.big += 1
+        self.probed += 1
         for kind in PROBE_KINDS:
             self.kept[kind] = self.kept.get(kind, 0) + retention.kept(kind)
             self.recoverable[kind] = self.recoverable.get(kind, 0) + retention.count(
@@ -206,6 +209,8 @@ class Measured:
     """Tokens our first request of a transcript carries beyond the same messages sent bare (the
     engine's own tools and note), per transcript at the larger window."""
     transcripts: int = 0
+    big_transcripts: dict[int, int] = field(default_factory=dict)
+    """Per window: the transcripts larger than its effective window."""
 
 
 def _full_tokens(transcript: Transcript, counter_tokens: Callable[..., int]) -> int:
@@ -232,6 +237,7 @@ def measure(
             effective = ContextBudget.for_model(info).effective_window
             full = _full_tokens(transcript, counter.count_request)
             big = full > effective
+            out.big_transcripts[window] = out.big_transcripts.get(window, 0) + big
             first: dict[str, int] = {}
             for method in METHODS:
                 if method in DEFAULT_PRESETS:
@@ -317,6 +323,7 @@ def compaction_table(m: Measured, windows: Sequence[int]) -> str:
                     f"{p.compactions:,}{masks}",
                     f"{_cpu(p.cpu_ms(50))} / {_cpu(p.cpu_ms(95))}" if p.cpu else "—",
                     f"{p.compression:.2f}x",
+                    f"{p.probed:,}",
                     p.retention_cell("files_modified"),
                     p.retention_cell("errors"),
                     p.retention_cell("task"),
@@ -331,6 +338,7 @@ def compaction_table(m: Measured, windows: Sequence[int]) -> str:
             "compactions (/ mask batches)",
             "CPU per compaction p50 / p95",
             "compression",
+            "probed",
             "files modified",
             "errors",
             "task",
@@ -511,7 +519,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     labels = method_labels()
     what = "\n".join(f"- {name}: {labels[name]}" for name in METHOD_NAMES)
     requests = m.pools[WINDOWS[0], DEFAULT_PRESET].requests
-    big = {w: m.pools[w, DEFAULT_PRESET].big for w in WINDOWS}
+    big = {w: m.big_transcripts[w] for w in WINDOWS}
     setup = (
         f"{len(transcripts)} shared transcripts ({', '.join(CORPORA)}; {requests:,} requests "
         "per method and window), replayed once per window and method with the recorded "
@@ -520,8 +528,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "method is counted with that model's counter (ours). Peers and baselines "
         "(`benchmarks/baselines.py` says exactly how each is driven):\n\n"
         f"{what}\n\n"
-        "Both summarizing peers and the Codex-like baseline get our extractive summarizer as "
-        "their summary writer, so differences come from what each decides to summarize and keep. "
+        "Both summarizing peers and the Codex-like and OpenHands-like baselines get our "
+        "extractive summarizer as their summary writer, so differences come from what each "
+        "decides to summarize and keep. The OpenHands-like baseline counts events, not tokens: "
+        "its requests the provider would refuse as too long count as over the window (and in "
+        "its request total), at no cost. "
         f"Our requests also carry the engine's own tools (`read_result`, `compact_context`): a "
         f"median {extra:,.0f} tokens per request more than the same messages sent bare."
     )
@@ -550,8 +561,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         "transcript as one request ÷ the last request, summed over transcripts. Retention: over "
         "the transcripts larger than the window ("
         + ", ".join(f"{n} at {w // 1000}k" for w, n in big.items())
-        + "), the share of the session's facts the final view holds verbatim or in a summary; "
-        "(+x%) = only readable through `read_result`.\n\n"
+        + ") and any other transcript the method cut (a method that counts events, not tokens, "
+        "cuts smaller ones too; the probed column counts them), the share of the session's "
+        "facts the final view holds verbatim or in a summary; (+x%) = only readable through "
+        "`read_result`.\n\n"
         f"{compaction}\n\nEach preset as a ratio to the best peer or baseline on that figure "
         "(named in brackets):\n\n"
         f"{ratios}"
