@@ -156,6 +156,8 @@ class Compaction:
     refused: tuple[int, ...] = ()
     """Sizes (tokens) of the requests sent before this one that the provider refused as over
     the window: a method that does not count tokens learns of an overflow from the error."""
+    summary_input_tokens: int = 0
+    """Tokens the summarizer read (what it summarized, plus the summary it extended)."""
 
 
 class ContextMethod(Protocol):
@@ -276,7 +278,9 @@ class SummarizationMiddlewarePeer:
 
     name = PEER_SUMMARIZATION
 
-    def __init__(self, max_input_tokens: int, *, untrimmed: bool = False) -> None:
+    def __init__(
+        self, counter: TokenCounter, max_input_tokens: int, *, untrimmed: bool = False
+    ) -> None:
         from langchain.agents.middleware.summarization import SummarizationMiddleware
         from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 
@@ -296,13 +300,16 @@ class SummarizationMiddlewarePeer:
         self.state: list[Any] = []
         self.summaries: dict[str, tuple[Message, StructuredSummary | None]] = {}
         self.summarizer = ExtractiveSummarizer()
+        self.counter = counter
         self._pending: StructuredSummary | None = None
+        self._read = 0
 
     def add(self, message: Message) -> None:
         self.state += self.history.add(message)
 
     def request(self) -> tuple[list[Message], Compaction | None]:
         started = time.thread_time()
+        self._read = 0
         # before_model reads only the state; the runtime argument is unused by this middleware.
         update = self.middleware.before_model({"messages": self.state}, None)  # type: ignore[arg-type]
         cpu = time.thread_time() - started
@@ -318,7 +325,8 @@ class SummarizationMiddlewarePeer:
         self.summaries[summary.id] = (neutral, self._pending)
         self._pending = None
         self.state = new_state
-        return self._view(), Compaction("summary", before - len(new_state) + 1, cpu)
+        removed = before - len(new_state) + 1
+        return self._view(), Compaction("summary", removed, cpu, (), self._read)
 
     def _view(self) -> list[Message]:
         return self._neutral(self.state)
@@ -346,6 +354,7 @@ class SummarizationMiddlewarePeer:
             if found is not None and found[1] is not None:
                 previous = found[1]
         messages = [m for m in self._neutral(lc_messages) if m.meta.kind not in SUMMARY_KINDS]
+        self._read += _summary_input(self.counter, messages, previous)
         summary = self.summarizer.summarize(messages, previous)
         self._pending = summary
         return summary.render()
@@ -415,6 +424,7 @@ class CodexLikeBaseline:
         users = [m for m in self.history if m.role == "user" and m.meta.kind not in SUMMARY_KINDS]
         kept = _recent_user_messages(users, CODEX_USER_MESSAGE_MAX_TOKENS)
         replaced = [m for m in self.history if m.meta.kind not in SUMMARY_KINDS]
+        read = _summary_input(self.counter, replaced, self.summary)
         self.summary = self.summarizer.summarize(replaced, self.summary)
         text = f"{CODEX_SUMMARY_PREFIX}\n{self.summary.render()}"
         self.compactions += 1
@@ -426,7 +436,7 @@ class CodexLikeBaseline:
         )
         self.history = [*kept, note]
         cpu = time.thread_time() - started
-        return list(self.history), Compaction("summary", before - len(kept), cpu)
+        return list(self.history), Compaction("summary", before - len(kept), cpu, (), read)
 
 
 class OpenHandsLikeBaseline:
@@ -443,13 +453,14 @@ class OpenHandsLikeBaseline:
         self.summarizer = ExtractiveSummarizer()
         self.summary: StructuredSummary | None = None
         self.condensations = 0
+        self.summary_read = 0
 
     def add(self, message: Message) -> None:
         self.history.append(message)
 
     def request(self) -> tuple[list[Message], Compaction | None]:
         started = time.thread_time()
-        removed = 0
+        removed = self.summary_read = 0
         if _events(self.history) > OPENHANDS_MAX_SIZE:
             removed += self._condense(OPENHANDS_MAX_SIZE // 2)
         refused: list[int] = []
@@ -464,7 +475,9 @@ class OpenHandsLikeBaseline:
         cpu = time.thread_time() - started
         if not removed:
             return list(self.history), None
-        return list(self.history), Compaction("summary", removed, cpu, tuple(refused))
+        return list(self.history), Compaction(
+            "summary", removed, cpu, tuple(refused), self.summary_read
+        )
 
     def _condense(self, target_events: int) -> int:
         """Keep the head and the newest events up to ``target_events`` in all, summary
@@ -493,6 +506,7 @@ class OpenHandsLikeBaseline:
         forgotten = [m for m in history[head_end:tail_start] if m.meta.kind not in SUMMARY_KINDS]
         if not forgotten:
             return 0
+        self.summary_read += _summary_input(self.counter, forgotten, self.summary)
         self.summary = self.summarizer.summarize(forgotten, self.summary)
         self.condensations += 1
         note = Message(
@@ -503,6 +517,14 @@ class OpenHandsLikeBaseline:
         )
         self.history = [*history[:head_end], note, *history[tail_start:]]
         return len(forgotten)
+
+
+def _summary_input(
+    counter: TokenCounter, messages: Sequence[Message], previous: StructuredSummary | None
+) -> int:
+    """What a model writing this summary would read: the messages and the summary extended."""
+    extended = counter.count_text(previous.render()) if previous is not None else 0
+    return counter.count_messages(messages) + extended
 
 
 def _events(messages: Sequence[Message]) -> int:
@@ -576,7 +598,8 @@ def make_method(
     if name == PEER_TRIM:
         return TrimMessagesPeer(system, window)
     if name in (PEER_SUMMARIZATION, PEER_SUMMARIZATION_UNTRIMMED):
-        return SummarizationMiddlewarePeer(window, untrimmed=name == PEER_SUMMARIZATION_UNTRIMMED)
+        untrimmed = name == PEER_SUMMARIZATION_UNTRIMMED
+        return SummarizationMiddlewarePeer(counter, window, untrimmed=untrimmed)
     if name == BASELINE_SLIDING:
         return SlidingWindowBaseline(counter, fixed, window)
     if name == BASELINE_CODEX:
@@ -643,6 +666,7 @@ def replay_method(
                 fits=tokens <= window,
                 edits=edits,
                 compaction_cpu_seconds=compaction.cpu_seconds if compaction else 0.0,
+                summary_input_tokens=compaction.summary_input_tokens if compaction else 0,
                 reused_tokens=reuse.reused_tokens,
                 cost_anthropic=input_cost(anthropic, reuse),
                 cost_openai=input_cost(openai, reuse),

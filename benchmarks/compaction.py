@@ -127,6 +127,8 @@ class Pool:
     shares: list[float] = field(default_factory=list)
     cost_anthropic: float = 0.0
     cost_openai: float = 0.0
+    summary_tokens: int = 0
+    """Tokens the summarizer read: a model-written summary would be a call reading them."""
     compactions: int = 0
     masks: int = 0
     cpu: list[float] = field(default_factory=list)
@@ -149,6 +151,7 @@ class Pool:
         self.shares += [t.prefix_share for t in run.turns[1:]]
         self.cost_anthropic += run.cost_anthropic
         self.cost_openai += run.cost_openai
+        self.summary_tokens += run.summary_input_tokens
         self.compactions += run.compactions
         self.masks += run.mask_batches
         self.cpu += run.compaction_cpu_seconds
@@ -166,6 +169,14 @@ class Pool:
                 "recoverable", kind
             )
             self.totals[kind] = self.totals.get(kind, 0) + retention.total(kind)
+
+    @property
+    def cost_with_summaries(self) -> float:
+        """Anthropic input cost plus summary calls that read what was summarized at the input
+        price (an upper bound: a summary call that re-sends the cached conversation pays less)."""
+        anthropic, _ = price_models()
+        assert anthropic.input_price is not None
+        return self.cost_anthropic + self.summary_tokens * anthropic.input_price / 1e6
 
     @property
     def reuse(self) -> float:
@@ -292,6 +303,8 @@ def cache_table(m: Measured, windows: Sequence[int]) -> str:
                     _money(p.cost_anthropic),
                     _money(p.cost_openai),
                     _money(p.tokens * anthropic.input_price / 1e6),
+                    f"{p.summary_tokens / 1e6:,.2f} M",
+                    _money(p.cost_with_summaries),
                 )
             )
     return markdown_table(
@@ -305,6 +318,8 @@ def cache_table(m: Measured, windows: Sequence[int]) -> str:
             f"$ {ANTHROPIC_PRICE_MODEL}",
             f"$ {OPENAI_PRICE_MODEL}",
             "$ no cache",
+            "summarizer input",
+            f"$ {ANTHROPIC_PRICE_MODEL} + summary calls",
         ),
         rows,
     )
@@ -357,6 +372,7 @@ RATIO_METRICS: tuple[Metric, ...] = (
     ("prefix reuse", lambda p: p.reuse, True),
     (f"$ {ANTHROPIC_PRICE_MODEL}", lambda p: p.cost_anthropic, False),
     (f"$ {OPENAI_PRICE_MODEL}", lambda p: p.cost_openai, False),
+    (f"$ {ANTHROPIC_PRICE_MODEL} + summary calls", lambda p: p.cost_with_summaries, False),
     ("facts kept", lambda p: p.retention(), True),
     ("compactions", lambda p: float(p.compactions), False),
     ("CPU per compaction (p50)", lambda p: p.cpu_ms(50) if p.cpu else None, False),
@@ -544,7 +560,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"bound on hits, which Anthropic finds at breakpoints) and {OPENAI_PRICE_MODEL} (OpenAI, "
         "automatic caching, no write surcharge); requests under the model's minimum cacheable "
         "prefix at the input price. Requests over the window are counted with our counter (the "
-        "LangChain peers budget with `count_tokens_approximately`).\n\n"
+        "LangChain peers budget with `count_tokens_approximately`). Summarizer input: the "
+        "tokens every summary read (what it summarized, plus the summary it extended); every "
+        "method here summarizes with our extractive summarizer, which costs nothing, but a "
+        "model-written summary is a call of its own reading them, so the last column adds them "
+        f"at {ANTHROPIC_PRICE_MODEL}'s input price (an upper bound: a summary call that "
+        "re-sends the cached conversation, as Codex's does, pays less).\n\n"
         f"{cache}\n\nThe default preset per corpus:\n\n{corpora}\n\n{verdicts}"
     )
     write_section(

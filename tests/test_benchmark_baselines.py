@@ -66,6 +66,10 @@ def test_past_80_events_it_keeps_the_head_a_summary_and_the_newest_35_events() -
     assert tail[-1] == messages[-1]
     assert compaction.removed == len(messages) - len(head) - len(tail)
     validate(view)  # no call is kept without its result, or a result without its call
+    kept = {m.id for m in view}
+    forgotten = [m for m in messages if m.id not in kept]
+    # A first summary extends nothing: it reads exactly what it forgets.
+    assert compaction.summary_input_tokens == HeuristicCounter().count_messages(forgotten) > 0
 
 
 def test_a_later_condensation_extends_the_summary_instead_of_stacking_another() -> None:

@@ -92,6 +92,23 @@ def test_recorded_usage_never_anchors_our_estimates(sampled_transcripts: list[Tr
     assert [t.tokens for t in with_usage.turns] == [t.tokens for t in without.turns]
 
 
+def test_what_the_summarizer_reads_is_put_on_the_request_it_compacted_for(
+    runs_32k: dict[tuple[int, str], ReplayRun],
+) -> None:
+    tight = runs_32k[1, "summarize"]
+    for turn in tight.turns:
+        summarized = any(e.kind == "summary" for e in turn.edits)
+        # A summary reads at least what it took out of the view; no summary, nothing read.
+        if summarized:
+            freed = sum(e.freed_tokens for e in turn.edits if e.kind == "summary")
+            assert turn.summary_input_tokens >= freed > 0
+        elif not any(e.kind == "restart" for e in turn.edits):
+            assert turn.summary_input_tokens == 0
+    assert tight.summary_input_tokens == sum(t.summary_input_tokens for t in tight.turns) > 0
+    window_only = runs_32k[1, "window"]  # drops, never summarizes
+    assert window_only.summary_input_tokens == 0
+
+
 def test_edits_are_recorded_by_kind_with_the_tokens_they_freed(
     runs_32k: dict[tuple[int, str], ReplayRun],
 ) -> None:

@@ -31,6 +31,7 @@ from dataclasses import replace
 
 from contextfold._exceptions import ContextOverflowError, RefNotFoundError
 from contextfold.budget import Zone
+from contextfold.compaction.summary import ExtractiveSummarizer, StructuredSummary
 from contextfold.edits import ContextEdit, MaskEdit, apply_edit, edit_action
 from contextfold.engine import ContextEngine, ContextPolicy, PreparedRequest, Session
 from contextfold.formats.transcript import Transcript
@@ -62,6 +63,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "DEFAULT_PRESETS",
     "REPLAY_POLICY",
+    "MeteredSummarizer",
     "original_agent",
     "replay",
     "replay_transcript",
@@ -99,6 +101,33 @@ def resolve_model(
     return info
 
 
+class MeteredSummarizer:
+    """The default extractive summarizer, counting the tokens it reads.
+
+    A summary written by a model would be a model call reading the same messages (and the
+    summary it extends); replays price the requests the agent sends, so this is how they show
+    what summarizing would add on top.
+    """
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self.inner = ExtractiveSummarizer()
+        self.read = 0
+        """Tokens read so far, over every summary."""
+
+    def summarize(
+        self,
+        messages: Sequence[Message],
+        previous: StructuredSummary | None = None,
+        focus: str | None = None,
+    ) -> StructuredSummary:
+        """:meth:`ExtractiveSummarizer.summarize`, with what it reads counted."""
+        self.read += self.counter.count_messages(messages)
+        if previous is not None:
+            self.read += self.counter.count_text(previous.render())
+        return self.inner.summarize(messages, previous, focus)
+
+
 def replay(
     transcript: Transcript,
     preset: str = "mask-first",
@@ -119,11 +148,14 @@ def replay(
         # The store lives in memory: no WAL file and no other writer, so the old-SQLite warning
         # (about several processes writing one database file) does not apply.
         warnings.simplefilter("ignore", SQLiteVersionWarning)
-        engine = ContextEngine(info, store=":memory:", compactor=preset, policy=policy)
+        summarizer = MeteredSummarizer(counter_for(info))
+        engine = ContextEngine(
+            info, store=":memory:", compactor=preset, policy=policy, summarizer=summarizer
+        )
     try:
         session = engine.new_session(title=transcript.title or transcript.session_id)
         run = ReplayRun(preset, info.name, info.context_window, engine.effective_window)
-        _Replayer(engine, session, transcript, run).run()
+        _Replayer(engine, session, transcript, run, summarizer).run()
         if probes is None:
             probes = probes_for(transcript.messages)
         run.retention = check_retention(probes, session.view, _ref_reader(engine, session))
@@ -206,9 +238,16 @@ class _Replayer:
     """Feeds one transcript into one session and records every request."""
 
     def __init__(
-        self, engine: ContextEngine, session: Session, transcript: Transcript, run: ReplayRun
+        self,
+        engine: ContextEngine,
+        session: Session,
+        transcript: Transcript,
+        run: ReplayRun,
+        summarizer: MeteredSummarizer,
     ) -> None:
         self.engine = engine
+        self.summarizer = summarizer
+        self.summary_read = 0  # the summarizer's reading already put on a turn
         self.session = session
         self.transcript = transcript
         self.run_record = run
@@ -298,8 +337,11 @@ class _Replayer:
         if compaction is not None and compaction.summary is not None:
             self.run_record.summaries.append((base.turn, compaction.summary.render()))
         reuse = self.meter.measure(request)
+        summary_read = self.summarizer.read - self.summary_read
+        self.summary_read = self.summarizer.read
         return replace(
             base,
+            summary_input_tokens=summary_read,
             tokens=request.tokens,
             zone=request.zone.value,
             fits=request.tokens <= self.engine.effective_window,

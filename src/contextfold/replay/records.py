@@ -76,6 +76,9 @@ class TurnRecord:
     cost_openai: float = 0.0
     original_compacted: bool = False
     """True when the original agent compacted just before this request."""
+    summary_input_tokens: int = 0
+    """Tokens the summarizer read before this request (what it summarized, plus the summary it
+    extended): what a model-written summary would add as a call of its own."""
 
     @property
     def prefix_share(self) -> float:
@@ -107,6 +110,8 @@ class TurnRecord:
             out["recorded_prompt_tokens"] = self.recorded_prompt_tokens
         if self.original_compacted:
             out["original_compacted"] = True
+        if self.summary_input_tokens:
+            out["summary_input_tokens"] = self.summary_input_tokens
         return out
 
 
@@ -189,6 +194,11 @@ class ReplayRun:
     def cost_openai(self) -> float:
         """Input cost at OpenAI's cache prices, USD."""
         return sum(t.cost_openai for t in self.turns)
+
+    @property
+    def summary_input_tokens(self) -> int:
+        """Tokens the summarizer read over the whole replay (see :class:`TurnRecord`)."""
+        return sum(t.summary_input_tokens for t in self.turns)
 
     @property
     def compaction_cpu_seconds(self) -> list[float]:
