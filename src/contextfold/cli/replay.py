@@ -146,6 +146,7 @@ def _print_table(replays: Sequence[TranscriptReplay]) -> None:
         "over window",
         "compactions / masks",
         "tokens sent",
+        "summary reads",
         "prefix reuse",
         "$ anthropic",
         "$ openai",
@@ -165,6 +166,7 @@ def _print_table(replays: Sequence[TranscriptReplay]) -> None:
                 over,
                 f"{run.compactions} / {run.mask_batches}",
                 _render.format_int(run.tokens_sent),
+                _render.format_int(run.summary_input_tokens),
                 f"{run.prefix_reuse:.1%}",
                 f"{run.cost_anthropic:.2f}",
                 f"{run.cost_openai:.2f}",
@@ -181,6 +183,7 @@ def _print_table(replays: Sequence[TranscriptReplay]) -> None:
                 "",
                 f"{len(original.compactions)} / —",
                 _render.format_int(original.recorded_prompt_tokens or None),
+                "",
                 _render.format_share(
                     original.recorded_cache_read_tokens, original.recorded_prompt_tokens
                 ),
@@ -199,8 +202,9 @@ def _print_table(replays: Sequence[TranscriptReplay]) -> None:
         out.print(_render.escape(line))
     out.print(
         f"costs: input only, at {ANTHROPIC_PRICE_MODEL} and {OPENAI_PRICE_MODEL} cache prices; "
-        "facts kept: files modified, error lines, task and user constraints still in the final "
-        "view (verbatim or in a summary; +N ref: N more readable through read_result)"
+        "summary reads: tokens the summaries read (a model-written summary is a call reading "
+        "them); facts kept: files modified, error lines, task and user constraints still in the "
+        "final view (verbatim or in a summary; +N ref: N more readable through read_result)"
     )
 
 

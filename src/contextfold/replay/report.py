@@ -184,6 +184,7 @@ def _preset_table(replay: TranscriptReplay, agent: str) -> str:
             f'<td class="num {_bad(run.over_window)}">{run.over_window}</td>'
             f'<td class="num" title="{escape(edits)}">{run.compactions} / {run.mask_batches}</td>'
             f'<td class="num">{run.tokens_sent:,}</td>'
+            f'<td class="num">{run.summary_input_tokens:,}</td>'
             f'<td class="num">{run.prefix_reuse:.1%}</td>'
             f'<td class="num">${run.cost_anthropic:,.2f}</td>'
             f'<td class="num">${run.cost_openai:,.2f}</td></tr>'
@@ -196,6 +197,7 @@ def _preset_table(replay: TranscriptReplay, agent: str) -> str:
             f'<td class="num">—</td><td class="num">—</td>'
             f'<td class="num">{len(original.compactions)} / —</td>'
             f'<td class="num">{original.recorded_prompt_tokens:,}</td>'
+            '<td class="num">—</td>'
             f'<td class="num" title="share of prompt tokens the provider read from its cache">'
             f"{'—' if share is None else f'{share:.1%}'}</td>"
             '<td class="num">—</td><td class="num">—</td></tr>'
@@ -203,6 +205,8 @@ def _preset_table(replay: TranscriptReplay, agent: str) -> str:
     return (
         '<table data-table="presets"><thead><tr><th>preset</th><th>peak</th>'
         "<th>over window</th><th>compactions / masks</th><th>tokens sent</th>"
+        '<th title="tokens the summaries read: a model-written summary is a call reading them">'
+        "summarizer input</th>"
         f"<th>prefix reuse</th><th>cost ({escape(ANTHROPIC_PRICE_MODEL)})</th>"
         f"<th>cost ({escape(OPENAI_PRICE_MODEL)})</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
@@ -359,6 +363,9 @@ def _footer() -> str:
         f"{escape(OPENAI_PRICE_MODEL)} "
         "(OpenAI, no write surcharge); requests below the model's minimum cacheable prefix at the "
         "input price.</li>"
+        "<li>Summarizer input: the tokens every summary read (what it summarized and the "
+        "summary it extended). The default summarizer is extractive and costs nothing; a "
+        "model-written summary would be a call of its own reading that much.</li>"
         "<li>Retention: files modified, distinct error lines, the task and the user's constraints, "
         "read from the whole transcript, looked up by exact wording in the final view.</li></ul>"
         "</footer>"
