@@ -662,3 +662,20 @@ def test_engine_tool_schemas() -> None:
 def test_selection_type() -> None:
     selection = ToolDeferral().select([], counter=COUNTER, effective_window=1_000)
     assert selection == ToolSelection((), (), 0, 100, None)
+
+
+def test_deferral_state_round_trips_through_json_and_ignores_what_it_cannot_read() -> None:
+    deferral = ToolDeferral()
+    for name in ("grep", "mcp__jira__close", "grep", "mcp__wiki__search"):
+        deferral.mark_used(name)
+    deferral.activate(["mcp__dns__list"])
+    restored = ToolDeferral()
+    restored.restore(json.loads(json.dumps(deferral.state())))
+    assert restored.state() == deferral.state()
+    assert restored.activated == {"mcp__dns__list"}
+    restored.mark_used("mcp__jira__close")  # later uses rank after the restored ones
+    assert restored.state()["last_used"]["mcp__jira__close"] == 5
+
+    damaged = ToolDeferral()
+    damaged.restore({"uses": "many", "last_used": {"grep": "soon", "ls": 3}, "activated": "x"})
+    assert damaged.state() == {"uses": 3, "last_used": {"ls": 3}, "activated": []}

@@ -148,6 +148,7 @@ class Session(ZoneActions):
             "restarts": self._restarts,
             "wind_down_sent": self._wind_down_sent,
             "fixed_text": self._last_fixed_text,
+            "tool_deferral": self._deferral.state(),
         }
 
     def _restore(self, state: Mapping[str, Any]) -> None:
@@ -159,6 +160,9 @@ class Session(ZoneActions):
         self._restarts = int(state.get("restarts", 0))
         self._wind_down_sent = bool(state.get("wind_down_sent", False))
         self._last_fixed_text = str(state.get("fixed_text", ""))
+        deferral = state.get("tool_deferral")
+        if isinstance(deferral, Mapping):
+            self._deferral.restore(deferral)
 
     def _emit(self, event: Event) -> None:
         self.engine.events.emit(event)

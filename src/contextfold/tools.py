@@ -327,6 +327,31 @@ class ToolDeferral:
         """Forget this turn's activations (call when a new user message arrives)."""
         self._activated.clear()
 
+    def state(self) -> dict[str, Any]:
+        """What a resumed session needs to defer the same tools: the use order, this turn's
+        activations (JSON values)."""
+        return {
+            "uses": self._uses,
+            "last_used": dict(self._last_used),
+            "activated": sorted(self._activated),
+        }
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Take back what :meth:`state` returned; anything malformed is ignored (it only ranks
+        tools), so an old or foreign state never stops a resume."""
+        last_used = state.get("last_used")
+        if isinstance(last_used, Mapping):
+            self._last_used = {
+                str(name): int(use) for name, use in last_used.items() if isinstance(use, int)
+            }
+        uses = state.get("uses")
+        self._uses = max(
+            uses if isinstance(uses, int) else 0, max(self._last_used.values(), default=0)
+        )
+        activated = state.get("activated")
+        if isinstance(activated, list):
+            self._activated = {str(name) for name in activated}
+
     # -- selection -------------------------------------------------------------------------------
 
     def select(

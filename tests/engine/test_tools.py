@@ -182,3 +182,24 @@ def test_read_result_pages_fit_a_small_window_without_a_second_cut(
     stored = session.add_tool_results([page])[0].tool_results[0]
     assert stored.content == page.content  # it fit: not cut again under a new ref
     assert len(sink.of_type(OutputTruncated)) == before
+
+
+def test_a_resumed_session_keeps_the_tools_the_model_used_most_recently(
+    make_engine: EngineFactory,
+) -> None:
+    engine, _ = make_engine(window=32_000, max_output=4_000)
+    tools = tuple(mcp_tools())
+    driver = start(engine, tools=tools)
+    target = driver.prepare().deferred_tools[-1]
+    session = driver.session
+    session.run_engine_tool(ToolCallPart.from_args("s1", "tool_search", {"query": target}))
+    used = ToolCallPart.from_args("u1", target, {"item_id": "42"})
+    session.add_assistant(Message.assistant("Closing the item.", [used]))
+    session.add_tool_result("u1", "closed item 42")
+    session.add_user("Thanks. What next?")  # a new turn: tool_search's activation is over
+    assert target in {t.name for t in driver.prepare().tools}  # kept: the most recently used
+
+    resumed = engine.resume(session.id)
+    request = resumed.prepare(system=driver.system, tools=tools)
+    assert target in {t.name for t in request.tools}
+    assert target not in request.deferred_tools
