@@ -57,10 +57,14 @@ class SessionWriter:
         self.store_ok = True
         self._emit = emit
         self.memory_blobs = InMemoryBlobStore()
+        self.earlier_ids: list[str] = []
+        """The sessions this one restarted from, oldest first (their memory blobs are its own)."""
 
     # -- failure handling ----------------------------------------------------------------------
 
-    def _degrade(self, action: str, exc: BaseException) -> None:
+    def degrade(self, action: str, exc: BaseException) -> None:
+        """Go on in memory after the store failed at ``action`` (reported once); a concurrent
+        writer or a misuse is raised instead."""
         if _is_programming_error(exc):
             raise exc
         if self.store_ok:
@@ -86,7 +90,7 @@ class SessionWriter:
                 )
                 return
             except Exception as exc:
-                self._degrade("append messages", exc)
+                self.degrade("append messages", exc)
         self.last_seq += len(messages)
 
     def append_edits(self, edits: Sequence[ContextEdit]) -> None:
@@ -97,7 +101,7 @@ class SessionWriter:
                     self.last_edit = self.store.append_edit(self.session_id, edit)
                     continue
                 except Exception as exc:
-                    self._degrade("append edit", exc)
+                    self.degrade("append edit", exc)
             self.last_edit += 1
 
     def snapshot(self, view: Sequence[Message], token_count: int) -> None:
@@ -113,7 +117,7 @@ class SessionWriter:
                 last_edit=self.last_edit,
             )
         except Exception as exc:
-            self._degrade("save snapshot", exc)
+            self.degrade("save snapshot", exc)
 
     def save_state(self, state: Mapping[str, Any]) -> None:
         """Keep the engine's per-session state (estimator, cache tail) in the session metadata."""
@@ -125,10 +129,11 @@ class SessionWriter:
             metadata["engine"] = dict(state)
             self.store.update_session(self.session_id, metadata=metadata)
         except Exception as exc:
-            self._degrade("save engine state", exc)
+            self.degrade("save engine state", exc)
 
     def switch(self, session_id: str, *, last_seq: int, last_edit: int = 0) -> None:
         """Write to another session from now on (after a restart)."""
+        self.earlier_ids.append(self.session_id)
         self.session_id = session_id
         self.last_seq = last_seq
         self.last_edit = last_edit
@@ -147,16 +152,20 @@ class LineageBlobs:
             try:
                 return writer.store.put_blob(session_id, content, tool_name=tool_name)
             except Exception as exc:
-                writer._degrade("store output", exc)
+                writer.degrade("store output", exc)
         return writer.memory_blobs.put_blob(session_id, content, tool_name=tool_name)
 
     def get_blob(self, session_id: str, ref: str) -> str:
         """The content behind ``ref``: this session first, then memory, then the ancestors."""
         writer = self._writer
-        try:
-            return writer.memory_blobs.get_blob(session_id, ref)
-        except LookupError:
-            pass
+        lineage = [session_id]
+        if session_id == writer.session_id:
+            lineage += reversed(writer.earlier_ids)
+        for owner in lineage:
+            try:
+                return writer.memory_blobs.get_blob(owner, ref)
+            except LookupError:
+                pass
         if writer.store_ok:
             return self._from_store(session_id, ref)
         # A store that failed to write may still read what it holds from before the failure.

@@ -75,14 +75,19 @@ class ZoneActions:
     def _act_on_zone(self, m: Measurement) -> CompactResult | None:
         zone, thresholds = m.zone, self.engine.policy.thresholds
         restart = self.engine.compactor.restart
-        can_restart = restart is not None and restart.can_restart(self._restarts)
+        # A restart continues in a new stored session: with the store down, compact in place.
+        can_restart = (
+            restart is not None and restart.can_restart(self._restarts) and self._writer.store_ok
+        )
+        if not can_restart:
+            self._wind_down_sent = False  # never promise a restart that will not come
         if zone in (Zone.COMPACT, Zone.BLOCK, Zone.OVERFLOW) and can_restart:
-            if self._wind_down_sent:
-                self._restart()
+            if self._wind_down_sent and self._restart():
                 return None
-            if zone is not Zone.OVERFLOW:
+            if not self._wind_down_sent and zone is not Zone.OVERFLOW:
                 self._wind_down_sent = True  # this request carries the wind-down note
                 return None
+            self._wind_down_sent = False
         if zone in (Zone.BLOCK, Zone.OVERFLOW):
             return self._compact(m, trigger="block", target=thresholds.compact_target, hard=True)
         if zone is Zone.COMPACT:
@@ -229,8 +234,9 @@ class ZoneActions:
             return ""
         return wind_down_message(m.fraction, m.remaining).text
 
-    def _restart(self) -> None:
-        """Continue in a child session seeded with the summary and the last complete turns."""
+    def _restart(self) -> bool:
+        """Continue in a child session seeded with the summary and the last complete turns;
+        False when the store cannot make the child (reported; the caller compacts instead)."""
         engine = self.engine
         restart = engine.compactor.restart
         assert restart is not None
@@ -248,12 +254,16 @@ class ZoneActions:
             max_carry_tokens=int(engine.effective_window * restart.carry_max_share),
             session_number=self._restarts + 2,
         )
-        child = engine.store.create_session(
-            model=engine.model.key,
-            title=self.info.title,
-            parent_id=parent,
-            metadata={"restart_number": self._restarts + 1},
-        )
+        try:
+            child = engine.store.create_session(
+                model=engine.model.key,
+                title=self.info.title,
+                parent_id=parent,
+                metadata={"restart_number": self._restarts + 1},
+            )
+        except Exception as exc:
+            self._writer.degrade("create the restarted session", exc)
+            return False
         self._writer.switch(child.id, last_seq=0)
         self.info = child
         self._view = []
@@ -275,6 +285,7 @@ class ZoneActions:
                 carried_messages=len(seed),
             )
         )
+        return True
 
 
 def min_mask_batch(strategies: Iterable[object]) -> float:

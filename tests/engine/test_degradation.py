@@ -29,7 +29,12 @@ from contextfold import (
     validate,
 )
 from contextfold.budget import Zone
-from contextfold.events import ComponentDegraded, MemorySink, SummarizerFellBack
+from contextfold.events import (
+    CompactionFinished,
+    ComponentDegraded,
+    MemorySink,
+    SummarizerFellBack,
+)
 from contextfold.providers import ChatRequest
 from contextfold.store import SessionStore, open_store
 from tests.engine.helpers import SYSTEM, TASK, EngineFactory, listing, start
@@ -194,4 +199,82 @@ def test_outputs_stored_before_a_store_failure_stay_readable(make_engine: Engine
     page = driver.session.read_result(before, start_line=2_000, end_line=2_000)
     assert not page.is_error, page.content
     assert "src/mod1.py:1999" in page.content
+    inner.close()
+
+
+class DownStore(FlakyStore):
+    """A store that goes down for good: after ``healthy_appends`` appends, new sessions fail
+    too (blobs, snapshots and reads still work, as on a full disk)."""
+
+    def create_session(self, *args: Any, **kwargs: Any) -> Any:
+        if self._left <= 0:
+            raise sqlite3.OperationalError("disk I/O error")
+        return self._inner.create_session(*args, **kwargs)
+
+
+@pytest.mark.parametrize("store_class", [FlakyStore, DownStore])
+def test_after_a_store_failure_the_restart_preset_compacts_in_place_and_keeps_its_refs(
+    make_engine: EngineFactory, store_class: type[FlakyStore]
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        inner = open_store(":memory:")
+    store = store_class(inner, healthy_appends=5)
+    engine, sink = make_engine(compactor="restart", store=store)  # type: ignore[arg-type]
+    driver = start(engine, output=lambda turn: listing(turn, lines=2_000 if turn == 6 else 150))
+    for _ in range(6):
+        driver.turn()
+    assert not driver.session.persisted
+    big = next(p for m in driver.session.view for p in m.tool_results if "mod6.py" in p.content)
+    assert big.ref is not None
+    for _ in range(150):  # far past the compact threshold, several times over
+        request = driver.turn()
+        assert request.tokens <= engine.effective_window
+        validate(list(request.messages), provider="anthropic")
+    # With the store down a restart has nowhere to go: the session compacts in place, and the
+    # model is never told a restart is coming.
+    assert driver.session.restarts == 0
+    compacted = [e for e in sink.of_type(CompactionFinished) if e.trigger != "mask"]
+    assert compacted
+    assert not any("restart soon" in r.note for r in driver.requests[6:])
+    page = driver.session.read_result(big.ref, start_line=1_999, end_line=2_000)
+    assert not page.is_error and "src/mod6.py:1999" in page.content
+    assert len(_degraded(sink.events, "store")) == 1  # reported once, whatever failed after
+    inner.close()
+
+
+class NoNewSessions:
+    """A real store that refuses to create any session after the first."""
+
+    def __init__(self, inner: SessionStore) -> None:
+        self._inner = inner
+        self._created = 0
+
+    def create_session(self, *args: Any, **kwargs: Any) -> Any:
+        self._created += 1
+        if self._created > 1:
+            raise sqlite3.OperationalError("database or disk is full")
+        return self._inner.create_session(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_a_restart_the_store_cannot_make_is_reported_and_the_session_compacts_instead(
+    make_engine: EngineFactory,
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        inner = open_store(":memory:")
+    engine, sink = make_engine(compactor="restart", store=NoNewSessions(inner))  # type: ignore[arg-type]
+    driver = start(engine)
+    first = driver.session.id
+    driver.until(lambda r: "restart soon" in r.note)
+    for _ in range(30):
+        request = driver.turn()
+        assert request.tokens <= engine.effective_window
+    reported = _degraded(sink.events, "store")
+    assert len(reported) == 1 and "create the restarted session" in reported[0].error
+    assert driver.session.id == first and driver.session.restarts == 0
+    assert [e for e in sink.of_type(CompactionFinished) if e.trigger != "mask"]
     inner.close()
