@@ -67,6 +67,7 @@ ModelOption = Annotated[
     typer.Option(
         "--model",
         "-m",
+        metavar="PROVIDER/NAME",
         help="Model as provider/name: anthropic/claude-sonnet-4-5, openai/gpt-4.1, "
         "ollama/qwen3:8b, vllm/NAME, llamacpp/NAME, openrouter/ORG/NAME. Default: the `model` "
         "setting (contextfold.toml, CONTEXTFOLD_MODEL).",
@@ -77,6 +78,7 @@ BaseUrlOption = Annotated[
     str | None,
     typer.Option(
         "--base-url",
+        metavar="URL",
         help="URL of an OpenAI-compatible server (Ollama, vLLM, llama.cpp, a proxy).",
         show_default=False,
     ),
@@ -86,6 +88,7 @@ WindowOption = Annotated[
     typer.Option(
         "--window",
         min=256,
+        metavar="TOKENS",
         help="Context window in tokens; needed for models the registry does not know "
         "(local models), and to try a smaller window than the model's.",
         show_default=False,
@@ -95,6 +98,7 @@ PresetOption = Annotated[
     str | None,
     typer.Option(
         "--preset",
+        metavar="PRESET",
         help="Compaction preset: mask-first (default), summarize, window, or restart "
         "(continue in a fresh session with a summary when the window fills).",
         show_default=False,
@@ -104,6 +108,7 @@ ApprovalOption = Annotated[
     str | None,
     typer.Option(
         "--approval",
+        metavar="MODE",
         help="Writes and shell commands: ask (default: you confirm each one), auto, or read-only.",
         show_default=False,
     ),
@@ -112,6 +117,7 @@ ResumeOption = Annotated[
     str | None,
     typer.Option(
         "--resume",
+        metavar="SESSION",
         help="Continue a stored session by id (see `contextfold sessions list`).",
         show_default=False,
     ),
@@ -121,6 +127,7 @@ MaxStepsOption = Annotated[
     typer.Option(
         "--max-steps",
         min=1,
+        metavar="N",
         help="Most model calls for one task before control comes back to you.",
     ),
 ]

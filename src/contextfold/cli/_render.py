@@ -14,8 +14,9 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import Annotated, Any, TextIO
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -24,6 +25,7 @@ from rich.table import Table
 __all__ = [
     "PIPE_WIDTH",
     "PROGRESS_MIN_ITEMS",
+    "JsonFlag",
     "console",
     "error_console",
     "escape",
@@ -37,6 +39,9 @@ __all__ = [
     "shorten",
     "table",
 ]
+
+JsonFlag = Annotated[bool, typer.Option("--json", metavar="", help="Print JSON for machines.")]
+"""The ``--json`` flag of every command that can print JSON for machines."""
 
 PROGRESS_MIN_ITEMS = 5
 """Fewer items than this finish too fast for a progress bar to be worth its flicker."""

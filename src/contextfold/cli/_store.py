@@ -36,6 +36,7 @@ StoreOption = Annotated[
     str | None,
     typer.Option(
         "--store",
+        metavar="PATH|URL",
         help="SQLite path or postgresql:// URL. Default: the `store` setting (config files, "
         "or CONTEXTFOLD_DATABASE_URL), else the SQLite file in the user data folder.",
         show_default=False,
@@ -44,7 +45,8 @@ StoreOption = Annotated[
 """The ``--store`` option of every command that reads stored sessions."""
 
 SessionArgument = Annotated[
-    str, typer.Argument(help="The session id (see `contextfold sessions list`).")
+    str,
+    typer.Argument(metavar="SESSION", help="The session id (see `contextfold sessions list`)."),
 ]
 """The session id argument of those commands."""
 

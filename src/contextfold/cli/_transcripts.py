@@ -22,6 +22,7 @@ TRANSCRIPT_SUFFIXES = (".json", ".jsonl")
 TranscriptPaths: TypeAlias = Annotated[
     list[Path],
     typer.Argument(
+        metavar="FILE|DIR...",
         help="Transcript files, or folders searched for .json / .jsonl transcripts.",
         show_default=False,
     ),

@@ -12,6 +12,7 @@ from contextfold._exceptions import UsageError
 from contextfold._paths import default_store_path
 from contextfold.budget import MAX_OUTPUT_RESERVE_SHARE, Thresholds
 from contextfold.cli import _render
+from contextfold.cli._render import JsonFlag
 from contextfold.compaction import ExtractiveSummarizer
 from contextfold.compaction.restart import RestartPolicy
 from contextfold.compaction.window import RecentWindow
@@ -85,7 +86,7 @@ def show(
             show_default=False,
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Show every setting's effective value and where it came from.
 

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from contextfold._exceptions import FormatError
 from contextfold.cli import _render
+from contextfold.cli._render import JsonFlag
 from contextfold.cli._tally import (
     DEFAULT_MODEL,
     KINDS,
@@ -35,25 +36,31 @@ def count(
         typer.Option(
             "--model",
             "-m",
+            metavar="MODEL",
             help="Count for this model (its tokenizer and window), e.g. claude-sonnet-4-5.",
         ),
     ] = None,
     window: Annotated[
         int | None,
         typer.Option(
-            "--window", "-w", min=1, help="Context window in tokens (overrides the model's)."
+            "--window",
+            "-w",
+            min=1,
+            metavar="TOKENS",
+            help="Context window in tokens (overrides the model's).",
         ),
     ] = None,
     detail: Annotated[
         bool | None,
         typer.Option(
             "--detail/--summary",
+            metavar="",
             help="Full breakdown per transcript, or one row each. "
             "Default: the breakdown for a single transcript, rows for several.",
             show_default=False,
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Count the tokens of agent transcripts, by role and by kind, against a model's window.
 

@@ -95,12 +95,15 @@ def demo(
         typer.Option(
             "--window",
             min=4_000,
+            metavar="TOKENS",
             help="Context window in tokens. Larger windows need fewer interventions.",
         ),
     ] = DEMO_WINDOW,
     keep: Annotated[
         bool,
-        typer.Option("--keep", help="Keep the temporary project and session store afterwards."),
+        typer.Option(
+            "--keep", metavar="", help="Keep the temporary project and session store afterwards."
+        ),
     ] = False,
 ) -> None:
     """Watch contextfold keep a coding agent's context healthy: offline, no API key needed.

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
 import typer
 
@@ -20,6 +20,7 @@ from contextfold._paths import config_dir, data_dir, default_store_path
 from contextfold._tokenizers import ENCODINGS
 from contextfold._version import __version__
 from contextfold.cli import _render
+from contextfold.cli._render import JsonFlag
 from contextfold.config import API_KEY_ENV_VARS, PROJECT_FILE_NAME, USER_FILE_NAME, load_settings
 from contextfold.store.postgres import DATABASE_URL_ENV, redact_url
 from contextfold.store.sqlite import SAFE_SQLITE_VERSION
@@ -52,7 +53,7 @@ class Check:
 
 
 def doctor(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Check this installation: Python, SQLite, tokenizers, optional SDKs, config and keys.
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 from contextfold.cli import _render
+from contextfold.cli._render import JsonFlag
 from contextfold.cli._store import (
     SessionArgument,
     StoreOption,
@@ -46,7 +45,7 @@ truncated/offloaded, tools deferred...) are only counted in the summary."""
 def inspect(
     session_id: SessionArgument,
     store: StoreOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Show a session's timeline: tokens per model call and every context edit.
 

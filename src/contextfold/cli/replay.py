@@ -10,6 +10,7 @@ import typer
 
 from contextfold._exceptions import ContextfoldError, FormatError
 from contextfold.cli import _render
+from contextfold.cli._render import JsonFlag
 from contextfold.cli._transcripts import TranscriptPaths, read_transcripts
 from contextfold.compaction import PRESETS
 from contextfold.models import default_registry
@@ -33,6 +34,7 @@ def replay(
         typer.Option(
             "--model",
             "-m",
+            metavar="MODEL",
             help="Replay for this model (tokenizer, window, reply reserve). "
             "Default: the transcript's, else gpt-4o.",
         ),
@@ -43,6 +45,7 @@ def replay(
             "--window",
             "-w",
             min=1024,
+            metavar="TOKENS",
             help="Context window in tokens; below the recorded one it forces compaction.",
         ),
     ] = None,
@@ -51,6 +54,7 @@ def replay(
         typer.Option(
             "--preset",
             "-p",
+            metavar="PRESET",
             help=f"Compaction preset to compare (repeatable; one of {', '.join(PRESETS)}). "
             f"Default: {', '.join(DEFAULT_PRESETS)}.",
             show_default=False,
@@ -58,9 +62,14 @@ def replay(
     ] = None,
     report: Annotated[
         Path | None,
-        typer.Option("--report", "-r", help="Write a self-contained HTML report to this file."),
+        typer.Option(
+            "--report",
+            "-r",
+            metavar="FILE",
+            help="Write a self-contained HTML report to this file.",
+        ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Replay agent transcripts through contextfold and compare compaction presets.
 

@@ -48,12 +48,15 @@ EXIT_INTERRUPTED = 130
 def run(
     task: Annotated[
         str,
-        typer.Argument(help="The task, in quotes; `-` reads it from stdin.", show_default=False),
+        typer.Argument(
+            metavar="TASK", help="The task, in quotes; `-` reads it from stdin.", show_default=False
+        ),
     ],
     as_json: Annotated[
         bool,
         typer.Option(
             "--json",
+            metavar="",
             help="Print one JSON object per line: the agent's text, tool calls and results, "
             "every engine event, and a final record.",
         ),
@@ -71,7 +74,7 @@ def run(
 
     Progress (tool calls, and a ◆ line for every compaction, offload or restart) goes to stderr;
     only the answer goes to stdout. With --json, stdout carries one event per line instead:
-    {"type": "text" | "tool_call" | "tool_result" | "final" | <engine event>, ...}.
+    `{"type": "text" | "tool_call" | "tool_result" | "final" | <engine event>, ...}`.
 
     Writes and shell commands follow --approval: `ask` (the default) asks on the terminal and
     refuses when there is none; pass --approval auto to let the agent change files unattended.

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from contextfold.cli import _render
+from contextfold.cli._render import JsonFlag
 from contextfold.cli._store import (
     SessionArgument,
     StoreLocation,
@@ -43,10 +44,10 @@ app = typer.Typer(
 @app.command("list")
 def list_sessions(
     limit: Annotated[
-        int, typer.Option("--limit", "-n", min=1, help="Most sessions to show.")
+        int, typer.Option("--limit", "-n", min=1, metavar="N", help="Most sessions to show.")
     ] = DEFAULT_LIST_LIMIT,
     store: StoreOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """List stored sessions, most recently updated first.
 
@@ -143,7 +144,9 @@ def export(
     session_id: SessionArgument,
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", dir_okay=False, help="Write to this file, not stdout."),
+        typer.Option(
+            "--output", "-o", dir_okay=False, metavar="FILE", help="Write to this file, not stdout."
+        ),
     ] = None,
     store: StoreOption = None,
 ) -> None:
@@ -170,7 +173,9 @@ def export(
 @app.command("delete")
 def delete(
     session_id: SessionArgument,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", metavar="", help="Do not ask for confirmation.")
+    ] = False,
     store: StoreOption = None,
 ) -> None:
     """Delete a session with its messages, edits, events, snapshot and stored outputs.
