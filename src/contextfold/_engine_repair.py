@@ -7,6 +7,11 @@ every call answered, so nothing appended later can change a verdict about what c
 after a stand-in opening message (the earlier turns opened the conversation), and tests call ids
 for duplicates against the ids it has already seen. Anything unusual (an edit, a problem in the
 new messages) goes through the full :func:`~contextfold.normalize.repair`.
+
+The same holds for a view that needed repairs (a call the tool never answered, after a crash):
+its repaired form ends with every call answered too, so it is kept, and the messages appended
+since are checked and added to it. Without that, one old defect would cost a full repair and a
+recount of the view on every turn for the rest of the session.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ from collections.abc import Sequence
 from typing import Literal
 
 from contextfold._exceptions import HistoryError
-from contextfold.messages import Message
-from contextfold.normalize import RepairReport, repair, validate
+from contextfold.messages import Message, TextPart, ToolCallPart
+from contextfold.normalize import RepairChange, RepairReport, repair, validate
+from contextfold.tokens import TokenCounter
 
 __all__ = ["ViewRepairer"]
 
@@ -27,13 +33,18 @@ _OPENING = Message.user("(the conversation so far)", id="view-opening")
 class ViewRepairer:
     """Repairs one session's view for ``provider`` (``"anthropic"`` rules or ``"openai"``)."""
 
-    def __init__(self, provider: str) -> None:
+    def __init__(self, provider: str, counter: TokenCounter) -> None:
         self.provider: Literal["anthropic", "openai"] = (
             "anthropic" if provider == "anthropic" else "openai"
         )
+        self._counter = counter
         self._generation: int | None = None
         self._checked = 0
         self._call_ids: set[str] = set()
+        self._changes: tuple[RepairChange, ...] = ()
+        """The repairs the kept view carries (none when the view itself was valid)."""
+        self._repaired: list[Message] = []
+        self._repaired_sizes: list[int] = []
 
     def repair(
         self, view: Sequence[Message], generation: int
@@ -47,14 +58,28 @@ class ViewRepairer:
             added = view[self._checked :]
             if self._valid_addition(added):
                 self._checked = count
-                return list(view), RepairReport((), count, count)
+                if not self._changes:
+                    return list(view), RepairReport((), count, count)
+                self._repaired += added
+                self._repaired_sizes += [self._counter.count_message(m) for m in added]
+                return list(self._repaired), RepairReport(self._changes, count, len(self._repaired))
         repaired, report = repair(view, provider=self.provider)
-        if report:
+        self._changes = report.changes
+        self._repaired, self._repaired_sizes = [], []
+        if report and not _closed(repaired):
             self._generation = None  # checked again in full next turn
-        else:
-            self._generation, self._checked = generation, count
-            self._call_ids = {c.call_id for m in view for c in m.tool_calls}
+            return repaired, report
+        self._generation, self._checked = generation, count
+        self._call_ids = {c.call_id for m in (*view, *repaired) for c in m.tool_calls}
+        if report:
+            self._repaired = list(repaired)
+            self._repaired_sizes = [self._counter.count_message(m) for m in repaired]
         return repaired, report
+
+    def sizes(self) -> list[int] | None:
+        """Raw tokens of each message of the latest repaired view, when repairs changed it and
+        it is kept (``None`` otherwise: the session's own sizes describe the view)."""
+        return list(self._repaired_sizes) if self._repaired else None
 
     def _valid_addition(self, added: Sequence[Message]) -> bool:
         if not added:
@@ -69,3 +94,19 @@ class ViewRepairer:
             return False
         self._call_ids.update(ids)
         return True
+
+
+def _closed(view: Sequence[Message]) -> bool:
+    """True when nothing appended after ``view`` can change how its end is repaired: it ends
+    with a user turn, tool results, or an answer with text and no calls (a trailing message of
+    only thinking may still join the next reply)."""
+    if not view:
+        return False
+    last = view[-1]
+    if last.role in ("user", "tool"):
+        return True
+    return (
+        last.role == "assistant"
+        and not any(type(p) is ToolCallPart for p in last.parts)
+        and any(type(p) is TextPart for p in last.parts)
+    )

@@ -44,3 +44,40 @@ def test_broken_additions_are_repaired_in_the_next_request(
     validate(list(request.messages), provider=provider)  # type: ignore[arg-type]
     assert request.repairs
     assert "output of nothing" not in [p.content for m in request.messages for p in m.tool_results]
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_an_old_defect_is_repaired_in_full_once_then_kept(
+    make_engine: EngineFactory, provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import contextfold._engine_repair as engine_repair
+
+    full_repairs: list[int] = []
+
+    def counting(view: list[Message], *, provider: str) -> object:
+        full_repairs.append(len(view))
+        return repair(view, provider=provider)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine_repair, "repair", counting)
+    engine, _ = make_engine(provider=provider, window=200_000, max_output=4_000)
+    driver = start(engine)
+    driver.turn()
+    session = driver.session
+    dangling = ToolCallPart.from_args("lost_1", "bash", {"command": "make"})  # a crash mid-call
+    session.add_assistant(Message.assistant("Building.", [dangling]))
+    session.add_user("The build crashed; carry on with the parser.")
+    first = driver.prepare()
+    assert first.repairs
+    repaired_once = len(full_repairs)
+
+    for _ in range(12):
+        driver.turn()
+        request = driver.prepare()
+        messages = list(request.messages)
+        validate(messages, provider=provider)  # type: ignore[arg-type]
+        # The kept repair plus the new turns is what a full repair would send, message for
+        # message (a note may follow)...
+        full = repair(list(session.view), provider=provider)[0]  # type: ignore[arg-type]
+        assert messages[: len(full)] == full
+        assert request.repairs.changes == first.repairs.changes  # ...and it says what it fixed
+    assert len(full_repairs) == repaired_once  # no full repair after the first
