@@ -85,6 +85,34 @@ def test_every_command_has_help_with_an_example(command: list[str], example: str
     assert example in result.stdout
 
 
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        (["chat"], ("--model", "PROVIDER/NAME", "--window", "TOKENS", "--store", "PATH|URL")),
+        (["run"], ("TASK", "--max-steps", "N", "--approval", "MODE")),
+        (["replay"], ("FILE|DIR...", "--preset", "PRESET", "--report", "FILE")),
+        (["sessions", "delete"], ("SESSION", "--yes")),
+    ],
+)
+def test_help_names_what_each_option_takes_and_flags_take_nothing(
+    command: list[str], shown: tuple[str, ...]
+) -> None:
+    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    for text in shown:
+        assert text in result.stdout
+    assert "<bool>" not in result.stdout  # --help, --json, --yes: flags show no value
+
+
+def test_help_paragraphs_flow_to_the_terminal_width() -> None:
+    narrow = runner.invoke(app, ["replay", "--help"], env={"COLUMNS": "80"}).stdout
+    lines = [line.strip() for line in narrow.splitlines()]
+    # The docstring's own line breaks are not kept: no line is left a few words long mid-paragraph.
+    start = next(i for i, line in enumerate(lines) if line.startswith("Replay agent transcripts"))
+    paragraph = lines[start + 2 : lines.index("", start + 2)]
+    assert len(paragraph) >= 3 and all(len(line) > 60 for line in paragraph[:-1])
+
+
 def test_top_level_help_lists_the_commands() -> None:
     result = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
     for name in ("count", "doctor", "config", "sessions", "inspect"):

@@ -4,20 +4,58 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup, TyperOption
+from typer.models import CommandFunctionType as CommandFunction
 
 from contextfold._exceptions import ContextfoldError
 from contextfold._version import __version__
 
-app = typer.Typer(
+
+class _Command(TyperCommand):
+    """A command whose ``--help`` is listed like the other flags (no value column)."""
+
+    def get_help_option(self, ctx: Any) -> TyperOption | None:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class _Group(TyperGroup):
+    """A command group whose ``--help`` is listed like the other flags."""
+
+    def get_help_option(self, ctx: Any) -> TyperOption | None:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class CommandGroup(typer.Typer):
+    """The CLI's typer apps: help paragraphs flow to the terminal's width (markdown), and every
+    command shows ``--help`` like the other flags."""
+
+    def __init__(self, **settings: Any) -> None:
+        settings.setdefault("cls", _Group)
+        settings.setdefault("rich_markup_mode", "markdown")
+        settings.setdefault("no_args_is_help", True)
+        super().__init__(**settings)
+
+    def command(self, *args: Any, **settings: Any) -> Callable[[CommandFunction], CommandFunction]:
+        """Register a command (see :meth:`typer.Typer.command`)."""
+        settings.setdefault("cls", _Command)
+        return super().command(*args, **settings)
+
+
+app = CommandGroup(
     name="contextfold",
     help="Keep an LLM agent's context window healthy: count, compact, replay and run sessions.",
-    no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="markdown",
 )
 
 

@@ -12,6 +12,7 @@ from contextfold._exceptions import UsageError
 from contextfold._paths import default_store_path
 from contextfold.budget import MAX_OUTPUT_RESERVE_SHARE, Thresholds
 from contextfold.cli import _render
+from contextfold.cli._app import CommandGroup
 from contextfold.cli._render import JsonFlag
 from contextfold.compaction import ExtractiveSummarizer
 from contextfold.compaction.restart import RestartPolicy
@@ -25,10 +26,7 @@ from contextfold.store.sqlite import SQLiteStore
 
 __all__ = ["app", "setting_defaults"]
 
-app = typer.Typer(
-    help="Show contextfold's settings.",
-    no_args_is_help=True,
-)
+app = CommandGroup(help="Show contextfold's settings.")
 
 _SECRET_KEYS = frozenset({"api_key"})
 

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from contextfold.cli import _render
+from contextfold.cli._app import CommandGroup
 from contextfold.cli._render import JsonFlag
 from contextfold.cli._store import (
     SessionArgument,
@@ -35,10 +36,7 @@ SUMMARY_PREVIEW_LINES = 12
 """Lines of the latest compaction summary ``sessions show`` prints."""
 _PREVIEW_CHARS = 100
 
-app = typer.Typer(
-    help="List, show, export and delete stored sessions.",
-    no_args_is_help=True,
-)
+app = CommandGroup(help="List, show, export and delete stored sessions.")
 
 
 @app.command("list")
