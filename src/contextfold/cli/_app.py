@@ -15,24 +15,25 @@ from contextfold._exceptions import ContextfoldError
 from contextfold._version import __version__
 
 
+def _listed_as_flag(option: TyperOption | None) -> TyperOption | None:
+    # typer shows a value type beside every option, "<bool>" for --help; flags here show none.
+    if option is not None:
+        option.metavar = ""
+    return option
+
+
 class _Command(TyperCommand):
     """A command whose ``--help`` is listed like the other flags (no value column)."""
 
     def get_help_option(self, ctx: Any) -> TyperOption | None:
-        option = super().get_help_option(ctx)
-        if option is not None:
-            option.metavar = ""
-        return option
+        return _listed_as_flag(super().get_help_option(ctx))
 
 
 class _Group(TyperGroup):
     """A command group whose ``--help`` is listed like the other flags."""
 
     def get_help_option(self, ctx: Any) -> TyperOption | None:
-        option = super().get_help_option(ctx)
-        if option is not None:
-            option.metavar = ""
-        return option
+        return _listed_as_flag(super().get_help_option(ctx))
 
 
 class CommandGroup(typer.Typer):
