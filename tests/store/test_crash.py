@@ -25,7 +25,8 @@ from contextfold.store._replay import replay
 from .conftest import StoreTarget
 from .helpers import fork, tool_turn
 
-KILLS = {"sqlite": 50, "postgres": 12}
+KILLS = 50
+"""Kills per backend (the store issue asks for at least 50)."""
 MAX_DELAY = 0.04  # seconds a child runs before the kill: a few to a few dozen turns
 
 
@@ -71,7 +72,7 @@ def test_a_killed_writer_never_loses_a_committed_turn(target: StoreTarget) -> No
     rng = random.Random(20260521)
     checked = committed = snapshot_seq = 0
 
-    for kill in range(KILLS[target.backend]):
+    for kill in range(KILLS):
         child = fork(lambda report: _agent(target.url, target.options, sid, report))
         assert child.readline().startswith("ready"), f"kill {kill}: child did not start"
         # Let one turn commit first, so every cycle adds work and the kill lands amid more.
@@ -102,7 +103,7 @@ def test_a_killed_writer_never_loses_a_committed_turn(target: StoreTarget) -> No
             full, _ = replay((), store.iter_messages(sid), list(store.iter_edits(sid)))
             assert store.load_view(sid).view == full, f"kill {kill}: resume differs from replay"
 
-    assert committed >= 3 * KILLS[target.backend]
+    assert committed >= 3 * KILLS
 
 
 @pytest.mark.parametrize("phase", ["after_open", "mid_migration"])
