@@ -96,6 +96,8 @@ class Session(ZoneActions):
             BackgroundCompactor(engine.compactor) if engine.policy.background else None
         )
         self._last: PreparedRequest | None = None
+        self._last_unrepaired: list[Message] | None = None
+        """The view the latest request was made from, when repairs changed it on the way."""
         self._last_fixed_text = ""
         self._previous_tail: int | None = None
         self._turn = 0
@@ -257,9 +259,14 @@ class Session(ZoneActions):
         """
         last = self._last
         if last is not None:
-            view = list(last.messages)
-            if view and view[-1].meta.kind == "context_note":  # the note is always last
-                view.pop()
+            # The anchor covers the view the estimates will be made from. A repaired request
+            # differs from it (a synthesized result, say): its report includes those tokens,
+            # and the next request will carry the same repairs.
+            view = self._last_unrepaired
+            if view is None:
+                view = list(last.messages)
+                if view and view[-1].meta.kind == "context_note":  # the note is always last
+                    view.pop()
             self._estimator.record(
                 usage, view, system=self._last_fixed_text, tools=last.tools, reply=reply
             )
@@ -351,6 +358,7 @@ class Session(ZoneActions):
             )
         request = _with(request, compaction, repairs, deferred_names, tuple(events))
         self._last = request
+        self._last_unrepaired = list(self._view) if repairs else None
         self._last_fixed_text = request.system_text + (
             "\n\n" + request.note if request.note else ""
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from contextfold import Message, ToolCallPart, repair, validate
+from contextfold._anchoring import ContextSizeEstimator
 from tests.engine.helpers import EngineFactory, start
 
 
@@ -59,6 +60,15 @@ def test_an_old_defect_is_repaired_in_full_once_then_kept(
         return repair(view, provider=provider)  # type: ignore[arg-type]
 
     monkeypatch.setattr(engine_repair, "repair", counting)
+    counted: list[int] = []  # how many messages each size estimate counted
+    raw_messages = ContextSizeEstimator._raw_messages
+
+    def spying(self: ContextSizeEstimator, messages: list[Message]) -> int:
+        messages = list(messages)
+        counted.append(len(messages))
+        return raw_messages(self, messages)
+
+    monkeypatch.setattr(ContextSizeEstimator, "_raw_messages", spying)
     engine, _ = make_engine(provider=provider, window=200_000, max_output=4_000)
     driver = start(engine)
     driver.turn()
@@ -69,6 +79,8 @@ def test_an_old_defect_is_repaired_in_full_once_then_kept(
     first = driver.prepare()
     assert first.repairs
     repaired_once = len(full_repairs)
+    driver.turn()  # the provider reports the usage of a repaired request
+    counted.clear()
 
     for _ in range(12):
         driver.turn()
@@ -81,3 +93,5 @@ def test_an_old_defect_is_repaired_in_full_once_then_kept(
         assert messages[: len(full)] == full
         assert request.repairs.changes == first.repairs.changes  # ...and it says what it fixed
     assert len(full_repairs) == repaired_once  # no full repair after the first
+    # Estimates stay anchored on the reported usage: only the new messages are counted.
+    assert counted and max(counted) <= 3
