@@ -182,3 +182,45 @@ def test_text_without_secrets_is_stored_unchanged(store: SessionStore) -> None:
     sent = [Message.user("please run the tests", id="u1"), Message("assistant", (TextPart("ok"),))]
     store.append_messages(sid, sent)
     assert [m for _, m in store.iter_messages(sid)] == sent
+
+
+def test_a_snapshot_reuses_what_was_encoded_and_still_redacts_what_is_new(
+    target: StoreTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = target.open()
+    sid = store.create_session().id
+    messages = [Message.user(f"step {i}", id=f"u{i}") for i in range(50)]
+    store.append_messages(sid, messages)
+    summary = Message("user", (SummaryPart(f"the key was {SECRETS['openai']}"),), id="s1")
+    store.append_edit(sid, SummarizeEdit("u0", "u9", summary))
+
+    encoded: list[str] = []
+    to_dict = Message.to_dict
+
+    def counting(message: Message) -> dict[str, object]:
+        encoded.append(message.id)
+        return to_dict(message)
+
+    monkeypatch.setattr(Message, "to_dict", counting)
+    view = [summary, *messages[10:]]
+    snapshot = store.save_snapshot(sid, view, 40, last_seq=50, last_edit=1)
+
+    assert encoded == ["s1"]  # the 40 messages appended before were not encoded again
+    assert SECRETS["openai"] not in snapshot.view[0].text  # what is returned is what is stored
+    stored = store.load_snapshot(sid)
+    assert stored is not None and stored.view == snapshot.view
+    assert list(stored.view[1:]) == messages[10:]
+    assert SECRETS["openai"] not in json.dumps([m.to_dict() for m in stored.view])
+
+
+def test_the_encoding_memory_is_bounded_by_the_characters_it_holds() -> None:
+    from contextfold.store._codec import EncodedMessages
+
+    memory = EncodedMessages(max_chars=2_000)
+    messages = [Message.user("x" * 300, id=f"u{i}") for i in range(20)]
+    for message in messages:
+        text, redacted = memory.encode(message, redact=True)
+        assert json.loads(text) == message.to_dict() and not redacted
+    assert memory._chars <= 2_000
+    assert len(memory._entries) < len(messages)
+    assert memory.encode(messages[-1], redact=True)[0] is memory._entries[id(messages[-1])][1]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,6 +19,7 @@ from contextfold.messages import Message
 from contextfold.store._redact import redact_json, redact_text
 
 __all__ = [
+    "EncodedMessages",
     "decode_blob",
     "decode_edit",
     "decode_message",
@@ -44,16 +47,60 @@ def dumps(value: Any) -> str:
 
 def encode_json(value: Any, *, redact: bool) -> str:
     """JSON text of a JSON value, secrets redacted when ``redact`` is true."""
+    return _encode(value, redact)[0]
+
+
+def _encode(value: Any, redact: bool) -> tuple[str, bool]:
+    """JSON text of ``value``, and whether redaction changed it."""
     text = dumps(value)
     if redact:
         redacted = redact_json(value, text)
         if redacted is not value:
-            text = dumps(redacted)
-    return text
+            cleaned = dumps(redacted)
+            return cleaned, cleaned != text
+    return text, False
 
 
-def encode_message(message: Message, *, redact: bool) -> str:
+class EncodedMessages:
+    """The stored JSON of messages already encoded, remembered by object.
+
+    A snapshot holds the whole view, and the view repeats the same (immutable) message objects
+    turn after turn: only the messages compaction replaced since the last snapshot need encoding
+    and redacting again. Bounded by the characters it holds; the least recently used go first.
+    Holding each message keeps its ``id()`` from being reused while its entry lives.
+    """
+
+    def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
+        self.max_chars = max_chars
+        self._chars = 0
+        self._entries: OrderedDict[int, tuple[Message, str, bool]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def encode(self, message: Message, *, redact: bool) -> tuple[str, bool]:
+        """The stored JSON of ``message``, and whether redaction changed it."""
+        key = id(message)
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and hit[0] is message:
+                self._entries.move_to_end(key)
+                return hit[1], hit[2]
+        text, redacted = _encode(message.to_dict(), redact)
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._chars -= len(old[1])
+            self._entries[key] = (message, text, redacted)
+            self._chars += len(text)
+            while self._chars > self.max_chars and len(self._entries) > 1:
+                _, (_, dropped, _) = self._entries.popitem(last=False)
+                self._chars -= len(dropped)
+        return text, redacted
+
+
+def encode_message(message: Message, *, redact: bool, cache: EncodedMessages | None = None) -> str:
     """The stored JSON of one message."""
+    if cache is not None:
+        return cache.encode(message, redact=redact)[0]
     return encode_json(message.to_dict(), redact=redact)
 
 
@@ -72,9 +119,16 @@ def decode_edit(data: str) -> ContextEdit:
     return edit_from_dict(json.loads(data))
 
 
-def encode_view(view: Sequence[Message], *, redact: bool) -> str:
-    """The stored JSON of a snapshot's view (a list of messages)."""
-    return encode_json([m.to_dict() for m in view], redact=redact)
+def encode_view(
+    view: Sequence[Message], *, redact: bool, cache: EncodedMessages | None = None
+) -> tuple[str, bool]:
+    """The stored JSON of a snapshot's view (a list of messages), and whether redaction
+    changed any message."""
+    if cache is None:
+        encoded = [_encode(m.to_dict(), redact) for m in view]
+    else:
+        encoded = [cache.encode(m, redact=redact) for m in view]
+    return "[" + ",".join(text for text, _ in encoded) + "]", any(r for _, r in encoded)
 
 
 def decode_view(data: str) -> tuple[Message, ...]:

@@ -66,6 +66,7 @@ class SQLStore(AsyncStoreMixin, ABC):
     def __init__(self, *, location: str, redact: bool = True, batch_size: int = 0) -> None:
         self.location = location
         self.redact = redact
+        self._encoded = _codec.EncodedMessages()
         self._batch_size = batch_size if batch_size > 0 else DEFAULT_BATCH_SIZE
 
     # -- what a backend provides -------------------------------------------------------------------
@@ -204,7 +205,10 @@ class SQLStore(AsyncStoreMixin, ABC):
             dup = next(i for i in ids if ids.count(i) > 1)
             raise UsageError(f"message id {dup!r} appears twice in one append")
         # Serialize (and redact) before taking the lock: CPU work never extends a write lock.
-        encoded = [(m.id, m.role, _codec.encode_message(m, redact=self.redact)) for m in messages]
+        encoded = [
+            (m.id, m.role, _codec.encode_message(m, redact=self.redact, cache=self._encoded))
+            for m in messages
+        ]
         tokens = [m.meta.tokens for m in messages]
         try:
             with self._transaction("write") as cur:
@@ -337,7 +341,9 @@ class SQLStore(AsyncStoreMixin, ABC):
         passed through (an edit recorded before ``last_seq`` left out), is refused with
         ``UsageError``: resuming from it would silently lose or reorder history.
         """
-        data = _codec.encode_view(view, redact=self.redact)
+        # Mostly the messages appended (and encoded) before: only what compaction replaced is
+        # encoded now.
+        data, redacted = _codec.encode_view(view, redact=self.redact, cache=self._encoded)
         now = time.time()
         with self._transaction("write") as cur:
             current_seq = self._locked_last_seq(cur, session_id)
@@ -362,7 +368,9 @@ class SQLStore(AsyncStoreMixin, ABC):
                 "created = excluded.created",
                 (session_id, data, token_count, last_seq, last_edit, now),
             )
-        return Snapshot(session_id, _codec.decode_view(data), token_count, last_seq, last_edit, now)
+        # What was stored is ``view`` itself unless a secret was redacted out of it.
+        stored = _codec.decode_view(data) if redacted else tuple(view)
+        return Snapshot(session_id, stored, token_count, last_seq, last_edit, now)
 
     def load_snapshot(self, session_id: str) -> Snapshot | None:
         """The latest snapshot, or None when the session has never been compacted."""
