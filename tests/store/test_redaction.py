@@ -213,14 +213,21 @@ def test_a_snapshot_reuses_what_was_encoded_and_still_redacts_what_is_new(
     assert SECRETS["openai"] not in json.dumps([m.to_dict() for m in stored.view])
 
 
-def test_the_encoding_memory_is_bounded_by_the_characters_it_holds() -> None:
+def test_the_encoding_memory_follows_the_view_and_is_bounded() -> None:
     from contextfold.store._codec import EncodedMessages
 
-    memory = EncodedMessages(max_chars=2_000)
+    memory = EncodedMessages(max_chars_per_session=2_000, max_sessions=2)
     messages = [Message.user("x" * 300, id=f"u{i}") for i in range(20)]
     for message in messages:
-        text, redacted = memory.encode(message, redact=True)
+        text, redacted = memory.encode("s1", message, redact=True)
         assert json.loads(text) == message.to_dict() and not redacted
-    assert memory._chars <= 2_000
-    assert len(memory._entries) < len(messages)
-    assert memory.encode(messages[-1], redact=True)[0] is memory._entries[id(messages[-1])][1]
+    entries = memory._sessions["s1"]
+    assert entries.chars <= 2_000 and len(entries.items) < len(messages)  # a session that
+    # never compacts is capped; after a snapshot only the view it saved is remembered:
+    memory.keep_only("s1", messages[-2:])
+    assert [m for m, _, _ in entries.items.values()] == messages[-2:]
+    for session in ("s2", "s3"):
+        memory.encode(session, messages[0], redact=True)
+    assert list(memory._sessions) == ["s2", "s3"]  # the least recently used session went
+    memory.forget("s2")
+    assert list(memory._sessions) == ["s3"]

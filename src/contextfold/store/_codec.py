@@ -62,45 +62,91 @@ def _encode(value: Any, redact: bool) -> tuple[str, bool]:
 
 
 class EncodedMessages:
-    """The stored JSON of messages already encoded, remembered by object.
+    """The stored JSON of each session's messages, remembered by object until its next snapshot.
 
     A snapshot holds the whole view, and the view repeats the same (immutable) message objects
     turn after turn: only the messages compaction replaced since the last snapshot need encoding
-    and redacting again. Bounded by the characters it holds; the least recently used go first.
-    Holding each message keeps its ``id()`` from being reused while its entry lives.
+    and redacting again. After each snapshot a session keeps just the entries of the view it
+    saved, so the memory follows the view, not the transcript; a session that never compacts is
+    capped at ``max_chars_per_session`` (oldest entries go first), and only the
+    ``max_sessions`` most recently used sessions are remembered at all. Holding each message
+    keeps its ``id()`` from being reused while its entry lives.
     """
 
-    def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
-        self.max_chars = max_chars
-        self._chars = 0
-        self._entries: OrderedDict[int, tuple[Message, str, bool]] = OrderedDict()
+    def __init__(
+        self, *, max_chars_per_session: int = 8 * 1024 * 1024, max_sessions: int = 32
+    ) -> None:
+        self.max_chars_per_session = max_chars_per_session
+        self.max_sessions = max_sessions
+        self._sessions: OrderedDict[str, _SessionEntries] = OrderedDict()
         self._lock = threading.Lock()
 
-    def encode(self, message: Message, *, redact: bool) -> tuple[str, bool]:
+    def encode(self, session_id: str, message: Message, *, redact: bool) -> tuple[str, bool]:
         """The stored JSON of ``message``, and whether redaction changed it."""
         key = id(message)
         with self._lock:
-            hit = self._entries.get(key)
+            entries = self._sessions.get(session_id)
+            hit = entries.items.get(key) if entries is not None else None
             if hit is not None and hit[0] is message:
-                self._entries.move_to_end(key)
                 return hit[1], hit[2]
         text, redacted = _encode(message.to_dict(), redact)
         with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._chars -= len(old[1])
-            self._entries[key] = (message, text, redacted)
-            self._chars += len(text)
-            while self._chars > self.max_chars and len(self._entries) > 1:
-                _, (_, dropped, _) = self._entries.popitem(last=False)
-                self._chars -= len(dropped)
+            entries = self._session(session_id)
+            old = entries.items.pop(key, None)
+            entries.chars += len(text) - (len(old[1]) if old is not None else 0)
+            entries.items[key] = (message, text, redacted)
+            while entries.chars > self.max_chars_per_session and len(entries.items) > 1:
+                _, (_, dropped, _) = entries.items.popitem(last=False)
+                entries.chars -= len(dropped)
         return text, redacted
 
+    def keep_only(self, session_id: str, view: Sequence[Message]) -> None:
+        """Forget the session's entries for messages not in ``view`` (after its snapshot)."""
+        with self._lock:
+            entries = self._sessions.get(session_id)
+            if entries is None:
+                return
+            kept: OrderedDict[int, tuple[Message, str, bool]] = OrderedDict()
+            for message in view:
+                hit = entries.items.get(id(message))
+                if hit is not None and hit[0] is message:
+                    kept[id(message)] = hit
+            entries.items = kept
+            entries.chars = sum(len(text) for _, text, _ in kept.values())
 
-def encode_message(message: Message, *, redact: bool, cache: EncodedMessages | None = None) -> str:
-    """The stored JSON of one message."""
+    def forget(self, session_id: str | None = None) -> None:
+        """Drop one session's entries, or every session's."""
+        with self._lock:
+            if session_id is None:
+                self._sessions.clear()
+            else:
+                self._sessions.pop(session_id, None)
+
+    def _session(self, session_id: str) -> _SessionEntries:
+        entries = self._sessions.get(session_id)
+        if entries is None:
+            entries = self._sessions[session_id] = _SessionEntries()
+            while len(self._sessions) > self.max_sessions:
+                self._sessions.popitem(last=False)
+        else:
+            self._sessions.move_to_end(session_id)
+        return entries
+
+
+class _SessionEntries:
+    __slots__ = ("chars", "items")
+
+    def __init__(self) -> None:
+        self.items: OrderedDict[int, tuple[Message, str, bool]] = OrderedDict()
+        self.chars = 0
+
+
+def encode_message(
+    message: Message, *, redact: bool, cache: tuple[EncodedMessages, str] | None = None
+) -> str:
+    """The stored JSON of one message (remembered in ``cache``: the memory and the session)."""
     if cache is not None:
-        return cache.encode(message, redact=redact)[0]
+        return cache[0].encode(cache[1], message, redact=redact)[0]
     return encode_json(message.to_dict(), redact=redact)
 
 
@@ -120,14 +166,15 @@ def decode_edit(data: str) -> ContextEdit:
 
 
 def encode_view(
-    view: Sequence[Message], *, redact: bool, cache: EncodedMessages | None = None
+    view: Sequence[Message], *, redact: bool, cache: tuple[EncodedMessages, str] | None = None
 ) -> tuple[str, bool]:
     """The stored JSON of a snapshot's view (a list of messages), and whether redaction
     changed any message."""
     if cache is None:
         encoded = [_encode(m.to_dict(), redact) for m in view]
     else:
-        encoded = [cache.encode(m, redact=redact) for m in view]
+        memory, session_id = cache
+        encoded = [memory.encode(session_id, m, redact=redact) for m in view]
     return "[" + ",".join(text for text, _ in encoded) + "]", any(r for _, r in encoded)
 
 

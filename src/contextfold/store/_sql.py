@@ -166,6 +166,7 @@ class SQLStore(AsyncStoreMixin, ABC):
         with self._transaction("write") as cur:
             self._require_session(cur, session_id)
             cur.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        self._encoded.forget(session_id)
 
     def update_session(
         self,
@@ -205,8 +206,9 @@ class SQLStore(AsyncStoreMixin, ABC):
             dup = next(i for i in ids if ids.count(i) > 1)
             raise UsageError(f"message id {dup!r} appears twice in one append")
         # Serialize (and redact) before taking the lock: CPU work never extends a write lock.
+        memory = (self._encoded, session_id)
         encoded = [
-            (m.id, m.role, _codec.encode_message(m, redact=self.redact, cache=self._encoded))
+            (m.id, m.role, _codec.encode_message(m, redact=self.redact, cache=memory))
             for m in messages
         ]
         tokens = [m.meta.tokens for m in messages]
@@ -343,7 +345,9 @@ class SQLStore(AsyncStoreMixin, ABC):
         """
         # Mostly the messages appended (and encoded) before: only what compaction replaced is
         # encoded now.
-        data, redacted = _codec.encode_view(view, redact=self.redact, cache=self._encoded)
+        data, redacted = _codec.encode_view(
+            view, redact=self.redact, cache=(self._encoded, session_id)
+        )
         now = time.time()
         with self._transaction("write") as cur:
             current_seq = self._locked_last_seq(cur, session_id)
@@ -368,6 +372,7 @@ class SQLStore(AsyncStoreMixin, ABC):
                 "created = excluded.created",
                 (session_id, data, token_count, last_seq, last_edit, now),
             )
+        self._encoded.keep_only(session_id, view)  # what the next snapshot will mostly repeat
         # What was stored is ``view`` itself unless a secret was redacted out of it.
         stored = _codec.decode_view(data) if redacted else tuple(view)
         return Snapshot(session_id, stored, token_count, last_seq, last_edit, now)
