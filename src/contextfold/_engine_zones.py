@@ -82,10 +82,11 @@ class ZoneActions:
         if not can_restart:
             self._wind_down_sent = False  # never promise a restart that will not come
         if zone in (Zone.COMPACT, Zone.BLOCK, Zone.OVERFLOW) and can_restart:
-            if self._wind_down_sent and self._restart():
-                return None
-            if not self._wind_down_sent and zone is not Zone.OVERFLOW:
+            if zone is Zone.COMPACT and not self._wind_down_sent:
                 self._wind_down_sent = True  # this request carries the wind-down note
+                return None
+            # After the wind-down turn, or with no room left for one (BLOCK, OVERFLOW): now.
+            if self._restart():
                 return None
             self._wind_down_sent = False
         if zone in (Zone.BLOCK, Zone.OVERFLOW):

@@ -69,3 +69,18 @@ def test_max_restarts_then_compaction_in_place(make_engine: EngineFactory) -> No
     finished = [e for e in compacted.events if isinstance(e, CompactionFinished)]
     assert finished and finished[-1].trigger == "threshold"
     assert compacted.budget.fraction <= engine.policy.thresholds.compact_target + 0.05
+
+
+def test_a_jump_into_the_block_zone_restarts_at_once(make_engine: EngineFactory) -> None:
+    # No wind-down turn when the window has no room left for one: the request must fit now.
+    engine, sink = make_engine(compactor="restart")
+    driver = start(engine)
+    driver.until(lambda r: r.budget.fraction > 0.62)
+    assert not sink.of_type(SessionRestarted)
+    words = " ".join(f"constraint{i} must hold for the parser" for i in range(700))
+    driver.session.add_user(f"Before you go on, read these carefully: {words}")
+    request = driver.prepare()
+
+    assert request.zone in (Zone.BLOCK, Zone.OVERFLOW)  # the zone before the engine acted
+    assert request.tokens <= engine.effective_window
+    assert driver.session.restarts == 1 and WIND_DOWN not in request.note
