@@ -113,19 +113,23 @@ def _all_text(messages: list[Message]) -> str:
     return "\n".join(chunks)
 
 
-@pytest.mark.parametrize("preset", sorted(PRESETS))
+@pytest.mark.parametrize(
+    ("preset", "background"),
+    [*((name, False) for name in sorted(PRESETS)), ("mask-first", True)],
+)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(turns=st.lists(TURNS, min_size=10, max_size=60))
 def test_every_request_fits_is_valid_and_keeps_what_it_took_out(
-    preset: str, turns: list[Turn]
+    preset: str, background: bool, turns: list[Turn]
 ) -> None:
+    # ``background=True`` is the default policy: compactions prepared in a worker thread.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # this machine's SQLite warns about the WAL bug
         engine = ContextEngine(
             model_for_window(WINDOW, max_output_tokens=1_000),
             store=":memory:",
             compactor=preset,
-            policy=ContextPolicy(background=False),
+            policy=ContextPolicy(background=background),
         )
     try:
         session = engine.new_session(title="invariants")
