@@ -67,18 +67,22 @@ class EncodedMessages:
     A snapshot holds the whole view, and the view repeats the same (immutable) message objects
     turn after turn: only the messages compaction replaced since the last snapshot need encoding
     and redacting again. After each snapshot a session keeps just the entries of the view it
-    saved, so the memory follows the view, not the transcript; a session that never compacts is
-    capped at ``max_chars_per_session`` (oldest entries go first), and only the
-    ``max_sessions`` most recently used sessions are remembered at all. Holding each message
-    keeps its ``id()`` from being reused while its entry lives.
+    saved, so the memory follows the view, not the transcript. A session that never compacts is
+    capped at ``max_chars_per_session`` (its oldest entries go first), and all sessions together
+    at ``max_chars`` (the least recently used sessions go first). Holding each message keeps its
+    ``id()`` from being reused while its entry lives.
     """
 
     def __init__(
-        self, *, max_chars_per_session: int = 8 * 1024 * 1024, max_sessions: int = 32
+        self,
+        *,
+        max_chars_per_session: int = 8 * 1024 * 1024,
+        max_chars: int = 32 * 1024 * 1024,
     ) -> None:
         self.max_chars_per_session = max_chars_per_session
-        self.max_sessions = max_sessions
+        self.max_chars = max_chars
         self._sessions: OrderedDict[str, _SessionEntries] = OrderedDict()
+        self._chars = 0
         self._lock = threading.Lock()
 
     def encode(self, session_id: str, message: Message, *, redact: bool) -> tuple[str, bool]:
@@ -93,11 +97,14 @@ class EncodedMessages:
         with self._lock:
             entries = self._session(session_id)
             old = entries.items.pop(key, None)
-            entries.chars += len(text) - (len(old[1]) if old is not None else 0)
+            self._resize(entries, len(text) - (len(old[1]) if old is not None else 0))
             entries.items[key] = (message, text, redacted)
             while entries.chars > self.max_chars_per_session and len(entries.items) > 1:
                 _, (_, dropped, _) = entries.items.popitem(last=False)
-                entries.chars -= len(dropped)
+                self._resize(entries, -len(dropped))
+            while self._chars > self.max_chars and len(self._sessions) > 1:
+                _, idle = self._sessions.popitem(last=False)  # never this one: it is the newest
+                self._chars -= idle.chars
         return text, redacted
 
     def keep_only(self, session_id: str, view: Sequence[Message]) -> None:
@@ -112,25 +119,30 @@ class EncodedMessages:
                 if hit is not None and hit[0] is message:
                     kept[id(message)] = hit
             entries.items = kept
-            entries.chars = sum(len(text) for _, text, _ in kept.values())
+            self._resize(entries, sum(len(text) for _, text, _ in kept.values()) - entries.chars)
 
     def forget(self, session_id: str | None = None) -> None:
         """Drop one session's entries, or every session's."""
         with self._lock:
             if session_id is None:
                 self._sessions.clear()
+                self._chars = 0
             else:
-                self._sessions.pop(session_id, None)
+                gone = self._sessions.pop(session_id, None)
+                if gone is not None:
+                    self._chars -= gone.chars
 
     def _session(self, session_id: str) -> _SessionEntries:
         entries = self._sessions.get(session_id)
         if entries is None:
             entries = self._sessions[session_id] = _SessionEntries()
-            while len(self._sessions) > self.max_sessions:
-                self._sessions.popitem(last=False)
         else:
             self._sessions.move_to_end(session_id)
         return entries
+
+    def _resize(self, entries: _SessionEntries, change: int) -> None:
+        entries.chars += change
+        self._chars += change
 
 
 class _SessionEntries:
