@@ -554,6 +554,24 @@ def test_a_failed_output_keeps_its_last_distinct_error_lines() -> None:
     assert "errors:" in line and line.endswith(REF)
 
 
+def test_a_traceback_in_an_output_that_exited_zero_is_kept_too() -> None:
+    # A script that catches nothing but whose runner exits 0 still printed why it broke.
+    output = (
+        "<returncode>0</returncode>\n<output>\nrunning checks\nTraceback (most recent call "
+        'last):\n  File "check.py", line 9, in <module>\nValueError: empty input\ndone\n</output>'
+    )
+    line = placeholder_for(
+        ToolResultPart("c1", "bash", output), call("bash", command="python check.py"), REF
+    )
+    assert 'error: "ValueError: empty input"' in line and line.endswith(REF)
+    quiet = placeholder_for(
+        ToolResultPart("c2", "bash", "<returncode>0</returncode>\n<output>\nall good\n</output>"),
+        call("bash", command="python check.py"),
+        REF,
+    )
+    assert "error" not in quiet  # nothing is invented for an output without one
+
+
 def test_a_cut_output_names_the_errors_of_its_omitted_middle() -> None:
     lines = [f"test_{i} PASSED" for i in range(1_000)]
     lines[500] = "E   KeyError: 'save10'"

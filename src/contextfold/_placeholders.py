@@ -304,9 +304,10 @@ def placeholder_for(result: ToolResultPart, call: ToolCallPart | None, ref: str)
     """A one-line stand-in for ``result`` that ends with the ``ref`` that recovers it.
 
     ``call`` (the matching tool call, when known) supplies the path, command or pattern. The line
-    never exceeds :data:`PLACEHOLDER_MAX_CHARS` characters, plus, for a failed call, its last
-    distinct error lines verbatim (:data:`PLACEHOLDER_MAX_ERRORS`, within
-    :data:`PLACEHOLDER_ERROR_CHARS` after the last one).
+    never exceeds :data:`PLACEHOLDER_MAX_CHARS` characters, plus its last distinct error lines
+    verbatim (:data:`PLACEHOLDER_MAX_ERRORS`, within :data:`PLACEHOLDER_ERROR_CHARS` after the
+    last one): for a failed call, what says why it failed; for one that succeeded, the last line
+    of each Python traceback it printed (a test run that reports a failure can still exit 0).
     """
     tail = f" → read_result {ref}"
     summary = _describe(result, call)
@@ -315,21 +316,20 @@ def placeholder_for(result: ToolResultPart, call: ToolCallPart | None, ref: str)
         summary = summary[: floor_boundary(summary, max(0, room - 1))] + "…"
     errors = [e for e in _error_lines(result) if e not in summary]
     if errors:
-        # A failed call keeps its errors verbatim: the exact wording stops the agent retrying it.
+        # Errors are kept verbatim: the exact wording stops the agent retrying blindly.
         label = "error" if len(errors) == 1 else "errors"
         summary += f"; {label}: " + " | ".join(f'"{e}"' for e in errors)
     return f"[masked] {summary}{tail}"
 
 
 def _error_lines(result: ToolResultPart) -> list[str]:
-    """The distinct error lines of a failed output, latest first kept, within
-    :data:`PLACEHOLDER_ERROR_CHARS` (none when it did not fail)."""
+    """The distinct error lines of an output, latest first kept, within
+    :data:`PLACEHOLDER_ERROR_CHARS` (for a call that did not fail, only traceback endings)."""
     code = exit_code(result.content)
-    if not (result.is_error or (code is not None and code != 0)):
-        return []
+    failed = result.is_error or (code is not None and code != 0)
     kept: list[str] = []
     room = PLACEHOLDER_ERROR_CHARS
-    for line in reversed(error_lines(result.content, failed=True, exit_code=code)):
+    for line in reversed(error_lines(result.content, failed=failed, exit_code=code)):
         if len(kept) == PLACEHOLDER_MAX_ERRORS or (kept and len(line) > room):
             break
         kept.append(line)
