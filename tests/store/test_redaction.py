@@ -216,10 +216,10 @@ def test_a_snapshot_reuses_what_was_encoded_and_still_redacts_what_is_new(
 def test_the_encoding_memory_follows_the_view_and_is_bounded() -> None:
     from contextfold.store._codec import EncodedMessages
 
-    memory = EncodedMessages(max_chars_per_session=2_000, max_chars=4_000)
+    memory = EncodedMessages(redact=True, max_chars_per_session=2_000, max_chars=4_000)
     messages = [Message.user("x" * 300, id=f"u{i}") for i in range(20)]
     for message in messages:
-        text, redacted = memory.encode("s1", message, redact=True)
+        text, redacted = memory.encode("s1", message)
         assert json.loads(text) == message.to_dict() and not redacted
     entries = memory._sessions["s1"]
     assert entries.chars <= 2_000 and len(entries.items) < len(messages)  # a session that
@@ -228,7 +228,7 @@ def test_the_encoding_memory_follows_the_view_and_is_bounded() -> None:
     assert [m for m, _, _ in entries.items.values()] == messages[-2:]
     for session in ("s2", "s3"):
         for message in messages[:6]:
-            memory.encode(session, message, redact=True)
+            memory.encode(session, message)
     assert memory._chars <= 4_000
     assert list(memory._sessions) == ["s2", "s3"]  # the least recently used session went
     memory.forget("s2")

@@ -28,8 +28,6 @@ __all__ = [
     "encode_blob",
     "encode_edit",
     "encode_json",
-    "encode_message",
-    "encode_view",
 ]
 
 # A lone surrogate (tool output decoded with errors="surrogateescape") cannot be encoded as
@@ -70,30 +68,33 @@ class EncodedMessages:
     saved, so the memory follows the view, not the transcript. A session that never compacts is
     capped at ``max_chars_per_session`` (its oldest entries go first), and all sessions together
     at ``max_chars`` (the least recently used sessions go first). Holding each message keeps its
-    ``id()`` from being reused while its entry lives.
+    ``id()`` from being reused while its entry lives. ``redact`` is the store's setting.
     """
 
     def __init__(
         self,
         *,
+        redact: bool,
         max_chars_per_session: int = 8 * 1024 * 1024,
         max_chars: int = 32 * 1024 * 1024,
     ) -> None:
+        self.redact = redact
         self.max_chars_per_session = max_chars_per_session
         self.max_chars = max_chars
         self._sessions: OrderedDict[str, _SessionEntries] = OrderedDict()
         self._chars = 0
         self._lock = threading.Lock()
 
-    def encode(self, session_id: str, message: Message, *, redact: bool) -> tuple[str, bool]:
+    def encode(self, session_id: str, message: Message) -> tuple[str, bool]:
         """The stored JSON of ``message``, and whether redaction changed it."""
         key = id(message)
         with self._lock:
             entries = self._sessions.get(session_id)
             hit = entries.items.get(key) if entries is not None else None
             if hit is not None and hit[0] is message:
+                self._sessions.move_to_end(session_id)
                 return hit[1], hit[2]
-        text, redacted = _encode(message.to_dict(), redact)
+        text, redacted = _encode(message.to_dict(), self.redact)
         with self._lock:
             entries = self._session(session_id)
             old = entries.items.pop(key, None)
@@ -106,6 +107,12 @@ class EncodedMessages:
                 _, idle = self._sessions.popitem(last=False)  # never this one: it is the newest
                 self._chars -= idle.chars
         return text, redacted
+
+    def encode_view(self, session_id: str, view: Sequence[Message]) -> tuple[str, bool]:
+        """The stored JSON of a snapshot's view (a list of messages), and whether redaction
+        changed any message."""
+        encoded = [self.encode(session_id, m) for m in view]
+        return "[" + ",".join(text for text, _ in encoded) + "]", any(r for _, r in encoded)
 
     def keep_only(self, session_id: str, view: Sequence[Message]) -> None:
         """Forget the session's entries for messages not in ``view`` (after its snapshot)."""
@@ -121,16 +128,12 @@ class EncodedMessages:
             entries.items = kept
             self._resize(entries, sum(len(text) for _, text, _ in kept.values()) - entries.chars)
 
-    def forget(self, session_id: str | None = None) -> None:
-        """Drop one session's entries, or every session's."""
+    def forget(self, session_id: str) -> None:
+        """Drop a session's entries (it was deleted)."""
         with self._lock:
-            if session_id is None:
-                self._sessions.clear()
-                self._chars = 0
-            else:
-                gone = self._sessions.pop(session_id, None)
-                if gone is not None:
-                    self._chars -= gone.chars
+            gone = self._sessions.pop(session_id, None)
+            if gone is not None:
+                self._chars -= gone.chars
 
     def _session(self, session_id: str) -> _SessionEntries:
         entries = self._sessions.get(session_id)
@@ -153,17 +156,8 @@ class _SessionEntries:
         self.chars = 0
 
 
-def encode_message(
-    message: Message, *, redact: bool, cache: tuple[EncodedMessages, str] | None = None
-) -> str:
-    """The stored JSON of one message (remembered in ``cache``: the memory and the session)."""
-    if cache is not None:
-        return cache[0].encode(cache[1], message, redact=redact)[0]
-    return encode_json(message.to_dict(), redact=redact)
-
-
 def decode_message(data: str) -> Message:
-    """Inverse of :func:`encode_message`."""
+    """Inverse of :meth:`EncodedMessages.encode`."""
     return Message.from_dict(json.loads(data))
 
 
@@ -177,21 +171,8 @@ def decode_edit(data: str) -> ContextEdit:
     return edit_from_dict(json.loads(data))
 
 
-def encode_view(
-    view: Sequence[Message], *, redact: bool, cache: tuple[EncodedMessages, str] | None = None
-) -> tuple[str, bool]:
-    """The stored JSON of a snapshot's view (a list of messages), and whether redaction
-    changed any message."""
-    if cache is None:
-        encoded = [_encode(m.to_dict(), redact) for m in view]
-    else:
-        memory, session_id = cache
-        encoded = [memory.encode(session_id, m, redact=redact) for m in view]
-    return "[" + ",".join(text for text, _ in encoded) + "]", any(r for _, r in encoded)
-
-
 def decode_view(data: str) -> tuple[Message, ...]:
-    """Inverse of :func:`encode_view`."""
+    """Inverse of :meth:`EncodedMessages.encode_view`."""
     return tuple(Message.from_dict(item) for item in json.loads(data))
 
 

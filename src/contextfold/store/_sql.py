@@ -66,7 +66,7 @@ class SQLStore(AsyncStoreMixin, ABC):
     def __init__(self, *, location: str, redact: bool = True, batch_size: int = 0) -> None:
         self.location = location
         self.redact = redact
-        self._encoded = _codec.EncodedMessages()
+        self._encoded = _codec.EncodedMessages(redact=redact)
         self._batch_size = batch_size if batch_size > 0 else DEFAULT_BATCH_SIZE
 
     # -- what a backend provides -------------------------------------------------------------------
@@ -206,11 +206,7 @@ class SQLStore(AsyncStoreMixin, ABC):
             dup = next(i for i in ids if ids.count(i) > 1)
             raise UsageError(f"message id {dup!r} appears twice in one append")
         # Serialize (and redact) before taking the lock: CPU work never extends a write lock.
-        memory = (self._encoded, session_id)
-        encoded = [
-            (m.id, m.role, _codec.encode_message(m, redact=self.redact, cache=memory))
-            for m in messages
-        ]
+        encoded = [(m.id, m.role, self._encoded.encode(session_id, m)[0]) for m in messages]
         tokens = [m.meta.tokens for m in messages]
         try:
             with self._transaction("write") as cur:
@@ -345,9 +341,7 @@ class SQLStore(AsyncStoreMixin, ABC):
         """
         # Mostly the messages appended (and encoded) before: only what compaction replaced is
         # encoded now.
-        data, redacted = _codec.encode_view(
-            view, redact=self.redact, cache=(self._encoded, session_id)
-        )
+        data, redacted = self._encoded.encode_view(session_id, view)
         now = time.time()
         with self._transaction("write") as cur:
             current_seq = self._locked_last_seq(cur, session_id)
