@@ -20,7 +20,7 @@ import sqlite3
 import statistics
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
@@ -106,6 +106,18 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> 
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def timings(
+    action: Callable[[], object], runs: int, clock: Callable[[], float] = time.perf_counter
+) -> list[float]:
+    """Seconds each of ``runs`` calls of ``action`` took by ``clock``, in call order."""
+    times = []
+    for _ in range(runs):
+        started = clock()
+        action()
+        times.append(clock() - started)
+    return times
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -299,6 +299,15 @@ class Bucket:
     slow: list[str] = field(default_factory=list)
     """Where the slowest profiled steady turns spent their time, one line each."""
 
+    def record(self, request: PreparedRequest, spent: float, collected: float) -> None:
+        """One measured turn of the engine: its CPU seconds, GC seconds and view length."""
+        if is_compaction(request):
+            self.compaction.append(spent)
+        else:
+            self.steady.append(spent)
+            self.steady_gc.append(collected)
+        self.views.append(len(request.messages))
+
 
 def open_engine(folder: Path) -> ContextEngine:
     with warnings.catch_warnings():
@@ -360,12 +369,7 @@ def small_sessions(bucket: Bucket, turns: list[Turn], sessions: int) -> None:
                 history += 1 + len(turn.outputs)
                 if not in_bucket:
                     continue
-                if is_compaction(request):
-                    bucket.compaction.append(spent)
-                else:
-                    bucket.steady.append(spent)
-                    bucket.steady_gc.append(collected)
-                bucket.views.append(len(request.messages))
+                bucket.record(request, spent, collected)
                 measured += 1
                 if measured >= MEASURED_TURNS[bucket.history]:
                     break
@@ -398,12 +402,7 @@ def run(checkpoints: tuple[int, ...], turns: list[Turn], quick: bool = False) ->
                 history += 1 + len(turn.outputs)
                 if not in_bucket:
                     continue
-                if is_compaction(request):
-                    bucket.compaction.append(spent)
-                else:
-                    bucket.steady.append(spent)
-                    bucket.steady_gc.append(collected)
-                bucket.views.append(len(request.messages))
+                bucket.record(request, spent, collected)
                 (bucket.middleware_compaction if summarized else bucket.middleware).append(
                     peer_spent
                 )

@@ -42,6 +42,7 @@ from benchmarks._results import (
     should_write,
     target,
     times_under,
+    timings,
     write_section,
 )
 from contextfold.formats import Transcript, iter_transcripts
@@ -70,12 +71,7 @@ def _log(size: int) -> str:
 def _median_seconds(action: Callable[[], object], runs: int) -> tuple[float, float]:
     """Median and 95th percentile of ``runs`` timings, after one warm-up run."""
     action()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - start)
-    times.sort()
+    times = sorted(timings(action, runs))
     return statistics.median(times), times[min(len(times) - 1, int(len(times) * 0.95))]
 
 

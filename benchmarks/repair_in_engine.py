@@ -16,9 +16,10 @@ from __future__ import annotations
 import statistics
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 
+from benchmarks._results import markdown_table, timings
 from contextfold import ContextEngine, ContextPolicy, Message, ToolCallPart, model_for_window
 from contextfold.messages import Usage
 from contextfold.normalize import repair
@@ -80,7 +81,8 @@ def rows(quick: bool) -> list[list[object]]:
     for size in QUICK_SIZES if quick else SIZES:
         clean, _ = grow(size, turns, defect=False)
         defective, view = grow(size, turns, defect=True)
-        full = _median(partial(repair, view, provider="anthropic"), 5 if quick else 20)
+        full_repair = partial(repair, view, provider="anthropic")
+        full = statistics.median(timings(full_repair, 5 if quick else 20, time.thread_time))
         out.append(
             [
                 f"{size:,}",
@@ -92,19 +94,8 @@ def rows(quick: bool) -> list[list[object]]:
     return out
 
 
-def _median(action: Callable[[], object], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        started = time.thread_time()
-        action()
-        times.append(time.thread_time() - started)
-    return statistics.median(times)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     import argparse
-
-    from benchmarks._results import markdown_table
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="one small view, a few turns")

@@ -44,6 +44,7 @@ from benchmarks._results import (
     record_targets,
     should_write,
     target,
+    timings,
     write_section,
 )
 from contextfold.edits import SummarizeEdit
@@ -81,12 +82,7 @@ def _messages(start: int, count: int) -> Iterator[Message]:
 
 
 def _median_seconds(fn: Callable[[], object]) -> float:
-    times = []
-    for _ in range(REPEATS):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return statistics.median(timings(fn, REPEATS))
 
 
 def appends_per_second(store: SessionStore, singles: int, batched: int) -> tuple[float, float]:
