@@ -57,8 +57,6 @@ class SessionWriter:
         self.store_ok = True
         self._emit = emit
         self.memory_blobs = InMemoryBlobStore()
-        self.earlier_ids: list[str] = []
-        """The sessions this one restarted from, oldest first (their memory blobs are its own)."""
 
     # -- failure handling ----------------------------------------------------------------------
 
@@ -133,7 +131,6 @@ class SessionWriter:
 
     def switch(self, session_id: str, *, last_seq: int, last_edit: int = 0) -> None:
         """Write to another session from now on (after a restart)."""
-        self.earlier_ids.append(self.session_id)
         self.session_id = session_id
         self.last_seq = last_seq
         self.last_edit = last_edit
@@ -158,14 +155,12 @@ class LineageBlobs:
     def get_blob(self, session_id: str, ref: str) -> str:
         """The content behind ``ref``: this session first, then memory, then the ancestors."""
         writer = self._writer
-        lineage = [session_id]
-        if session_id == writer.session_id:
-            lineage += reversed(writer.earlier_ids)
-        for owner in lineage:
-            try:
-                return writer.memory_blobs.get_blob(owner, ref)
-            except LookupError:
-                pass
+        # Outputs live in memory only after the store failed, and a session never restarts once
+        # it has (the restart would need a new stored session): they are all this session's.
+        try:
+            return writer.memory_blobs.get_blob(session_id, ref)
+        except LookupError:
+            pass
         if writer.store_ok:
             return self._from_store(session_id, ref)
         # A store that failed to write may still read what it holds from before the failure.
