@@ -67,7 +67,7 @@ from importlib import metadata
 from typing import Any, Literal, Protocol
 
 from contextfold.budget import ContextBudget
-from contextfold.compaction.summary import ExtractiveSummarizer, StructuredSummary
+from contextfold.compaction.summary import StructuredSummary
 from contextfold.formats import Transcript, to_anthropic, to_openai
 from contextfold.formats.anthropic import tools_to_anthropic
 from contextfold.formats.openai import tools_to_openai
@@ -82,6 +82,7 @@ from contextfold.replay import (
     input_cost,
 )
 from contextfold.replay.cache import PrefixMeter, price_models
+from contextfold.replay.driver import MeteredSummarizer
 from contextfold.replay.probes import SUMMARY_KINDS
 from contextfold.tokens import TokenCounter
 from contextfold.tools import ToolSpec
@@ -299,17 +300,14 @@ class SummarizationMiddlewarePeer:
         self.history = _LangChainHistory()
         self.state: list[Any] = []
         self.summaries: dict[str, tuple[Message, StructuredSummary | None]] = {}
-        self.summarizer = ExtractiveSummarizer()
-        self.counter = counter
+        self.summarizer = MeteredSummarizer(counter)
         self._pending: StructuredSummary | None = None
-        self._read = 0
 
     def add(self, message: Message) -> None:
         self.state += self.history.add(message)
 
     def request(self) -> tuple[list[Message], Compaction | None]:
-        started = time.thread_time()
-        self._read = 0
+        started, read_before = time.thread_time(), self.summarizer.read
         # before_model reads only the state; the runtime argument is unused by this middleware.
         update = self.middleware.before_model({"messages": self.state}, None)  # type: ignore[arg-type]
         cpu = time.thread_time() - started
@@ -326,7 +324,8 @@ class SummarizationMiddlewarePeer:
         self._pending = None
         self.state = new_state
         removed = before - len(new_state) + 1
-        return self._view(), Compaction("summary", removed, cpu, (), self._read)
+        read = self.summarizer.read - read_before
+        return self._view(), Compaction("summary", removed, cpu, (), read)
 
     def _view(self) -> list[Message]:
         return self._neutral(self.state)
@@ -354,7 +353,6 @@ class SummarizationMiddlewarePeer:
             if found is not None and found[1] is not None:
                 previous = found[1]
         messages = [m for m in self._neutral(lc_messages) if m.meta.kind not in SUMMARY_KINDS]
-        self._read += _summary_input(self.counter, messages, previous)
         summary = self.summarizer.summarize(messages, previous)
         self._pending = summary
         return summary.render()
@@ -409,7 +407,7 @@ class CodexLikeBaseline:
         self.fixed = fixed_tokens
         self.limit = int(window * CODEX_AUTO_COMPACT_FRACTION)
         self.history: list[Message] = []
-        self.summarizer = ExtractiveSummarizer()
+        self.summarizer = MeteredSummarizer(counter)
         self.summary: StructuredSummary | None = None
         self.compactions = 0
 
@@ -424,8 +422,9 @@ class CodexLikeBaseline:
         users = [m for m in self.history if m.role == "user" and m.meta.kind not in SUMMARY_KINDS]
         kept = _recent_user_messages(users, CODEX_USER_MESSAGE_MAX_TOKENS)
         replaced = [m for m in self.history if m.meta.kind not in SUMMARY_KINDS]
-        read = _summary_input(self.counter, replaced, self.summary)
+        read_before = self.summarizer.read
         self.summary = self.summarizer.summarize(replaced, self.summary)
+        read = self.summarizer.read - read_before
         text = f"{CODEX_SUMMARY_PREFIX}\n{self.summary.render()}"
         self.compactions += 1
         note = Message(
@@ -450,17 +449,16 @@ class OpenHandsLikeBaseline:
         self.fixed = fixed_tokens
         self.window = window
         self.history: list[Message] = []
-        self.summarizer = ExtractiveSummarizer()
+        self.summarizer = MeteredSummarizer(counter)
         self.summary: StructuredSummary | None = None
         self.condensations = 0
-        self.summary_read = 0
 
     def add(self, message: Message) -> None:
         self.history.append(message)
 
     def request(self) -> tuple[list[Message], Compaction | None]:
-        started = time.thread_time()
-        removed = self.summary_read = 0
+        started, read_before = time.thread_time(), self.summarizer.read
+        removed = 0
         if _events(self.history) > OPENHANDS_MAX_SIZE:
             removed += self._condense(OPENHANDS_MAX_SIZE // 2)
         refused: list[int] = []
@@ -475,9 +473,8 @@ class OpenHandsLikeBaseline:
         cpu = time.thread_time() - started
         if not removed:
             return list(self.history), None
-        return list(self.history), Compaction(
-            "summary", removed, cpu, tuple(refused), self.summary_read
-        )
+        read = self.summarizer.read - read_before
+        return list(self.history), Compaction("summary", removed, cpu, tuple(refused), read)
 
     def _condense(self, target_events: int) -> int:
         """Keep the head and the newest events up to ``target_events`` in all, summary
@@ -506,7 +503,6 @@ class OpenHandsLikeBaseline:
         forgotten = [m for m in history[head_end:tail_start] if m.meta.kind not in SUMMARY_KINDS]
         if not forgotten:
             return 0
-        self.summary_read += _summary_input(self.counter, forgotten, self.summary)
         self.summary = self.summarizer.summarize(forgotten, self.summary)
         self.condensations += 1
         note = Message(
@@ -517,14 +513,6 @@ class OpenHandsLikeBaseline:
         )
         self.history = [*history[:head_end], note, *history[tail_start:]]
         return len(forgotten)
-
-
-def _summary_input(
-    counter: TokenCounter, messages: Sequence[Message], previous: StructuredSummary | None
-) -> int:
-    """What a model writing this summary would read: the messages and the summary extended."""
-    extended = counter.count_text(previous.render()) if previous is not None else 0
-    return counter.count_messages(messages) + extended
 
 
 def _events(messages: Sequence[Message]) -> int:
