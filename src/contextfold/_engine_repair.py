@@ -16,13 +16,12 @@ recount of the view on every turn for the rest of the session.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from contextfold._exceptions import HistoryError
 from contextfold.messages import Message, TextPart, ToolCallPart
 from contextfold.normalize import RepairChange, RepairReport, repair, validate
-from contextfold.tokens import TokenCounter
 
 __all__ = ["ViewRepairer"]
 
@@ -33,11 +32,13 @@ _OPENING = Message.user("(the conversation so far)", id="view-opening")
 class ViewRepairer:
     """Repairs one session's view for ``provider`` (``"anthropic"`` rules or ``"openai"``)."""
 
-    def __init__(self, provider: str, counter: TokenCounter) -> None:
+    def __init__(self, provider: str, count_message: Callable[[Message], int]) -> None:
+        """``count_message`` gives a message's raw tokens (the session's, which already knows
+        the view's)."""
         self.provider: Literal["anthropic", "openai"] = (
             "anthropic" if provider == "anthropic" else "openai"
         )
-        self._counter = counter
+        self._count_message = count_message
         self._generation: int | None = None
         self._checked = 0
         self._call_ids: set[str] = set()
@@ -61,7 +62,7 @@ class ViewRepairer:
                 if not self._changes:
                     return list(view), RepairReport((), count, count)
                 self._repaired += added
-                self._repaired_sizes += [self._counter.count_message(m) for m in added]
+                self._repaired_sizes += [self._count_message(m) for m in added]
                 return list(self._repaired), RepairReport(self._changes, count, len(self._repaired))
         repaired, report = repair(view, provider=self.provider)
         self._changes = report.changes
@@ -73,7 +74,7 @@ class ViewRepairer:
         self._call_ids = {c.call_id for m in (*view, *repaired) for c in m.tool_calls}
         if report:
             self._repaired = list(repaired)
-            self._repaired_sizes = [self._counter.count_message(m) for m in repaired]
+            self._repaired_sizes = [self._count_message(m) for m in repaired]
         return repaired, report
 
     def sizes(self) -> list[int] | None:

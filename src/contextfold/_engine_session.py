@@ -83,7 +83,7 @@ class Session(ZoneActions):
         self._view: list[Message] = [m for m in view if m.meta.agent_visible]
         self._sizes = ViewSizes(engine.counter, self._view)
         self._compaction_counter = CompactionCounter(engine.counter, self._sizes)
-        self._repairer = ViewRepairer(engine.provider, engine.counter)
+        self._repairer = ViewRepairer(engine.provider, self._compaction_counter.count_message)
         self._writer = SessionWriter(
             engine.store, info.id, last_seq=last_seq, last_edit=last_edit, emit=self._emit
         )
