@@ -452,18 +452,18 @@ def test_429_that_keeps_coming_is_raised_with_retry_after(
     assert sleeps.delays == [1.5, 1.5, 1.5]
 
 
-def test_5xx_is_retried_with_backoff_then_unavailable(server: LocalServer, sleeps: Sleeps) -> None:
+def test_503_is_retried_with_backoff_then_unavailable(server: LocalServer, sleeps: Sleeps) -> None:
     retry = RetryPolicy(
         max_attempts=3, backoff_base=1.0, jitter=0.5, sleep=sleeps.sleep, asleep=sleeps.asleep
     )
     for _ in range(3):
-        server.add(Reply(500, openai_error("The server had an error", type="server_error")))
+        server.add(Reply(503, openai_error("The engine is overloaded", type="server_error")))
 
     with pytest.raises(ProviderUnavailableError) as caught:
         make_model(server, retry).complete(ask())
 
     assert "after 3 attempts" in str(caught.value)
-    assert caught.value.status == 500
+    assert caught.value.status == 503
     assert len(server.requests) == 3
     first, second = sleeps.delays
     assert 0.5 <= first <= 1.0 and 1.0 <= second <= 2.0  # doubling, up to half taken off

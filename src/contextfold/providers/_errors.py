@@ -8,7 +8,8 @@ its SDK's exception and calls :func:`error_from_response`. The decisions are sha
   the known messages, whose figures are parsed (:func:`parse_overflow`);
 - 401/403 (and the matching error types) -> :class:`AuthenticationError` naming the env var;
 - 429, Anthropic 529 and ``overloaded_error`` -> :class:`RateLimitError` with ``retry-after``;
-- 5xx, 408 and Anthropic ``api_error`` -> :class:`ProviderUnavailableError` (retried);
+- 5xx, 408, 409 and Anthropic ``api_error`` -> :class:`ProviderUnavailableError` (which of them
+  are retried, and how often, is :class:`~contextfold.providers.RetryPolicy`'s decision);
 - anything else -> :class:`ProviderError` with the provider's message.
 """
 
@@ -235,9 +236,12 @@ def error_from_response(
             status=status if status is not None else 429,
             retry_after=retry_after,
         )
-    if (status is not None and (status >= 500 or status == 408)) or error_type == "api_error":
+    if (
+        status is not None and (status >= 500 or status in (408, 409))
+    ) or error_type == "api_error":
+        what = "server error" if status is None or status >= 500 else "HTTP"
         return ProviderUnavailableError(
-            f"{provider}: server error{f' {status}' if status else ''}: {message}",
+            f"{provider}: {what}{f' {status}' if status else ''}: {message}",
             provider=provider,
             status=status,
         )

@@ -3,8 +3,16 @@
 :class:`RetryPolicy` is the one place these decisions live; the sync and async loops in
 :class:`~contextfold.providers.base.BaseChatModel` only sleep and call again.
 
-- 5xx, timeouts, connection failures (:class:`ProviderUnavailableError`): exponential backoff with
-  jitter, ``max_attempts`` calls in all, then :class:`ProviderUnavailableError` naming the count.
+- what can succeed when tried again (:class:`ProviderUnavailableError` with a status in
+  :data:`RETRIED_STATUSES`, or none: timeouts, connection failures, an error event mid-stream):
+  exponential backoff with jitter, ``max_attempts`` calls in all, then
+  :class:`ProviderUnavailableError` naming the count.
+- HTTP 500: tried again ``max_server_error_retries`` times (once by default). Local servers
+  answer 500 for mistakes that repeat identically (llama.cpp: "tools param requires --jinja
+  flag", a chat template raising; llama-cpp-python: a ``null`` content it cannot validate;
+  Ollama: "no user query found in messages"), so more tries only add waiting; hosted APIs
+  document 500 as a rare blip, which one retry covers.
+- any other status (501, 505, a 4xx other than 408/409/429) is raised at once: it will not change.
 - 429 and "overloaded" (:class:`RateLimitError`): wait what the provider's ``retry-after`` asked
   for (backoff when it said nothing), within the same attempt count. A wait longer than
   ``max_retry_after`` is not slept through: the error goes to the caller at once.
@@ -40,14 +48,23 @@ __all__ = [
     "DEFAULT_JITTER",
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_MAX_RETRY_AFTER",
+    "DEFAULT_MAX_SERVER_ERROR_RETRIES",
     "DEFAULT_MIN_OUTPUT_TOKENS",
     "DEFAULT_OVERFLOW_MARGIN",
+    "RETRIED_STATUSES",
     "Attempts",
     "RetryPolicy",
 ]
 
 DEFAULT_MAX_ATTEMPTS = 4
 """Calls made in all for a transient failure (the first one plus three retries)."""
+
+DEFAULT_MAX_SERVER_ERROR_RETRIES = 1
+"""How many times an HTTP 500 is tried again (see the module docstring for why so few)."""
+
+RETRIED_STATUSES = frozenset({408, 409, 429, 502, 503, 504, 529})
+"""HTTP statuses that say "try again later": request timeout, conflict (OpenAI: a lock held by
+another request), rate limit, bad gateway, unavailable, gateway timeout, Anthropic overloaded."""
 
 DEFAULT_BACKOFF_BASE = 1.0
 """Seconds before the first retry; each later retry waits twice as long as the one before."""
@@ -80,6 +97,7 @@ class RetryPolicy:
     backoff_max: float = DEFAULT_BACKOFF_MAX
     jitter: float = DEFAULT_JITTER
     max_retry_after: float = DEFAULT_MAX_RETRY_AFTER
+    max_server_error_retries: int = DEFAULT_MAX_SERVER_ERROR_RETRIES
     retry_rate_limits: bool = True
     lower_max_tokens_on_overflow: bool = True
     min_output_tokens: int = DEFAULT_MIN_OUTPUT_TOKENS
@@ -135,8 +153,9 @@ class Attempts:
                 raise exc
             delay = exc.retry_after if exc.retry_after is not None else self._backoff()
         elif isinstance(exc, ProviderUnavailableError):
-            if self.made >= self.policy.max_attempts:
-                if self.policy.max_attempts <= 1:
+            allowed = self._attempts_allowed(exc.status)
+            if self.made >= allowed:
+                if allowed <= 1:
                     raise exc
                 raise ProviderUnavailableError(
                     f"{exc} (gave up after {self.made} attempts)",
@@ -148,6 +167,14 @@ class Attempts:
             raise exc
         self.made += 1
         return max(0.0, delay)
+
+    def _attempts_allowed(self, status: int | None) -> int:
+        """Calls in all for a failure with this HTTP status (None: no status, e.g. a timeout)."""
+        if status is None or status in RETRIED_STATUSES:
+            return self.policy.max_attempts
+        if status == 500:
+            return min(self.policy.max_attempts, 1 + self.policy.max_server_error_retries)
+        return 1
 
     def _backoff(self) -> float:
         return self.policy.backoff(self.made)
