@@ -16,6 +16,7 @@ its SDK's exception and calls :func:`error_from_response`. The decisions are sha
 from __future__ import annotations
 
 import email.utils
+import json
 import re
 import time
 from collections.abc import Iterator, Mapping
@@ -104,6 +105,22 @@ _OVERFLOW_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         ),
         "limit,prompt",
     ),
+    # llama.cpp's server (and Ollama >= 0.32, which runs it): "request (3024 tokens) exceeds the
+    # available context size (2048 tokens), try increasing it"
+    (
+        re.compile(rf"request \({_N} tokens\) exceeds the available context size \({_N} tokens\)"),
+        "prompt,limit",
+    ),
+    # LM Studio: "Trying to keep the first 50785 tokens when context the overflows. However, the
+    # model is loaded with context length of only 45217 tokens, which is not enough."
+    (
+        re.compile(
+            rf"keep the first {_N} tokens when context the overflows.*?loaded with context "
+            rf"length of only {_N} tokens",
+            re.S,
+        ),
+        "prompt,limit",
+    ),
     # Anything else stating the window: "maximum context length is N tokens. However, you
     # requested M tokens." (the request total, split unknown)
     (re.compile(rf"maximum context length is {_N} tokens", re.I), "limit"),
@@ -127,8 +144,9 @@ _OVERFLOW_TYPES = ("exceed_context_size_error", "request_too_large")
 def parse_overflow(message: str, body: Mapping[str, Any] | None = None) -> OverflowFigures | None:
     """The figures of a context-overflow error, or None when ``message``/``body`` is not one.
 
-    Recognises the wordings of OpenAI, vLLM, OpenRouter and Anthropic, and llama.cpp's
-    ``exceed_context_size_error`` body (``n_prompt_tokens``, ``n_ctx``).
+    Recognises the wordings of OpenAI, vLLM, OpenRouter, Anthropic, llama.cpp's server, Ollama
+    and LM Studio, and llama.cpp's ``exceed_context_size_error`` body (``n_prompt_tokens``,
+    ``n_ctx``), also when Ollama passes it on as a JSON string.
     """
     error = _error_object(body)
     if error.get("type") == "exceed_context_size_error":
@@ -187,12 +205,30 @@ def parse_retry_after(
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def _error_object(body: object) -> Mapping[str, Any]:
-    """The dict holding ``message``/``type``/``code``, wherever the provider nested it."""
+def _error_object(body: object, *, unwrap: bool = True) -> Mapping[str, Any]:
+    """The dict holding ``message``/``type``/``code``, wherever the provider nested it.
+
+    ``{"error": "text"}`` (Ollama's native API, LM Studio) or ``"text"`` gives
+    ``{"message": "text"}``; a message that is itself a JSON error body (Ollama passes llama.cpp's
+    on as a string) gives that inner body, whose ``type`` and figures are the precise ones.
+    """
+    if isinstance(body, str):  # the SDKs hand over only the "error" member when there is one
+        body = {"message": body}
     if not isinstance(body, Mapping):
         return {}
     inner = body.get("error")
-    return inner if isinstance(inner, Mapping) else body
+    if isinstance(inner, str):
+        inner = {"message": inner}
+    error = inner if isinstance(inner, Mapping) else body
+    message = error.get("message")
+    if unwrap and isinstance(message, str) and message.lstrip().startswith("{"):
+        try:
+            nested = _error_object(json.loads(message), unwrap=False)
+        except ValueError:
+            return error
+        if nested.get("message"):
+            return nested
+    return error
 
 
 def error_from_response(
