@@ -12,6 +12,9 @@ The same holds for a view that needed repairs (a call the tool never answered, a
 its repaired form ends with every call answered too, so it is kept, and the messages appended
 since are checked and added to it. Without that, one old defect would cost a full repair and a
 recount of the view on every turn for the rest of the session.
+
+The session itself closes a call that can no longer get a result (:func:`closing_results`): the
+request repair alone would leave the open call in the view that compaction works on.
 """
 
 from __future__ import annotations
@@ -21,12 +24,42 @@ from typing import Literal
 
 from contextfold._exceptions import HistoryError
 from contextfold.messages import Message, TextPart, ToolCallPart
-from contextfold.normalize import RepairChange, RepairReport, repair, validate
+from contextfold.normalize import (
+    RepairChange,
+    RepairReport,
+    repair,
+    synthesized_result,
+    validate,
+)
 
-__all__ = ["ViewRepairer"]
+__all__ = ["ViewRepairer", "closing_results"]
 
 _OPENING = Message.user("(the conversation so far)", id="view-opening")
 """Stands in for the already checked messages: a user turn, so the new ones need not open one."""
+
+
+def closing_results(view: Sequence[Message]) -> list[Message]:
+    """Synthesized results (flagged ``"synthesized"``) for the calls of the view's last response
+    that have none yet; empty when every call is answered.
+
+    The session appends them, as ordinary transcript messages, at the first moment such a call
+    can no longer be answered in its place: before it prepares a request, and before anything
+    but a tool result is appended (a process killed mid-tool, then resumed). Appended there, they
+    follow their call's results exactly as a real result would: the store stays append-only, a
+    resume reads them like any other message, and the view that compaction cuts into units is a
+    valid history. A call that is still open when the session resumes keeps waiting: the agent may
+    yet deliver its result.
+    """
+    answered: set[str] = set()
+    for message in reversed(view):
+        if message.role == "tool":
+            answered.update(r.call_id for r in message.tool_results)
+            continue
+        if message.role != "assistant":
+            return []
+        open_calls = {c.call_id: c for c in message.tool_calls if c.call_id not in answered}
+        return [synthesized_result(c) for c in open_calls.values()]
+    return []
 
 
 class ViewRepairer:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from contextfold._engine_repair import ViewRepairer
+from contextfold._engine_repair import ViewRepairer, closing_results
 from contextfold._engine_sizes import CompactionCounter, ViewSizes
 from contextfold._engine_store import LineageBlobs, SessionWriter
 from contextfold._engine_turn import (
@@ -175,6 +175,8 @@ class Session(ZoneActions):
 
     def add_message(self, message: Message) -> Message:
         """Append any message to the transcript (and to the view if the agent may see it)."""
+        if message.role != "tool" and message.meta.agent_visible:
+            self._close_open_calls()  # the last response's calls can no longer be answered
         if message.meta.turn is None or message.meta.created_at is None:
             message = message.with_meta(
                 turn=message.meta.turn if message.meta.turn is not None else self._turn,
@@ -185,6 +187,13 @@ class Session(ZoneActions):
             self._view.append(message)
             self._sizes.append(message)
         return message
+
+    def _close_open_calls(self) -> None:
+        """Append a synthesized result for each call of the last response still without one
+        (see :func:`~contextfold._engine_repair.closing_results`)."""
+        if self.engine.policy.repair:
+            for result in closing_results(self._view):
+                self.add_message(result)
 
     def add_user(self, content: str | Sequence[Part] | Message) -> Message:
         """Append what the user said; it starts a new turn."""
@@ -317,6 +326,7 @@ class Session(ZoneActions):
         events: list[Event],
     ) -> PreparedRequest:
         engine = self.engine
+        self._close_open_calls()  # every call is answered before the model is called again
         built, stable_text, degraded = build_prompt(system, engine.instructions)
         if degraded:
             self._emit(self._degraded("prompt_builder", "plain concatenation", degraded))

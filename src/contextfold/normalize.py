@@ -58,6 +58,7 @@ from contextfold.messages import (
     ThinkingPart,
     ToolCallPart,
     ToolResultPart,
+    new_message_id,
 )
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "RepairKind",
     "RepairReport",
     "repair",
+    "synthesized_result",
     "validate",
 ]
 
@@ -94,6 +96,7 @@ ABORTED_RESULT_TEXT = "aborted: no result was recorded"
 LEADING_USER_TEXT = "(continued)"
 """Text of the synthetic user turn put before a leading assistant message (Anthropic)."""
 SYNTHESIZED_FLAG = "synthesized"
+"""``Meta.flags`` entry of a message contextfold made up to keep the history valid."""
 
 _NOT_ID_CHAR = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -341,14 +344,7 @@ class _Repairer:
         for original, call in zip(response.original_ids, response.calls, strict=True):
             if original not in response.results:
                 self.note("synthesized_result", response.index, call.call_id, ABORTED_RESULT_TEXT)
-                out.append(
-                    Message(
-                        "tool",
-                        (ToolResultPart(call.call_id, call.name, ABORTED_RESULT_TEXT, True),),
-                        id=f"synthetic-result-{call.call_id}",
-                        meta=Meta(kind="synthetic", flags=(SYNTHESIZED_FLAG,)),
-                    )
-                )
+                out.append(synthesized_result(call, f"synthetic-result-{call.call_id}"))
 
     def _lead_with_user(self, out: list[Message]) -> None:
         for position, message in enumerate(out):
@@ -369,6 +365,22 @@ class _Repairer:
                     ),
                 )
             return
+
+
+def synthesized_result(call: ToolCallPart, message_id: str | None = None) -> Message:
+    """The tool message that answers ``call`` when it never got a result: an error result
+    (:data:`ABORTED_RESULT_TEXT`) flagged ``"synthesized"``, of kind ``"synthetic"``.
+
+    :func:`repair` gives it an id derived from the call id, so that repairing the same history
+    twice sends the same bytes; a caller that stores it gives none and gets a fresh one (call ids
+    may repeat within a session, stored message ids may not).
+    """
+    return Message(
+        "tool",
+        (ToolResultPart(call.call_id, call.name, ABORTED_RESULT_TEXT, True),),
+        id=message_id or new_message_id(),
+        meta=Meta(kind="synthetic", flags=(SYNTHESIZED_FLAG,)),
+    )
 
 
 _ALLOWED: dict[str, frozenset[type]] = {

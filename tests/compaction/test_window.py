@@ -37,6 +37,30 @@ def test_a_response_split_over_several_records_stays_one_unit() -> None:
     assert [list(u) for u in atomic_units(view)] == [[0], [1, 2, 3]]
 
 
+def test_a_call_that_never_got_a_result_closes_its_unit_at_the_next_turn() -> None:
+    # A process killed mid-tool, then the tool loop went on with no user message in between.
+    view = [
+        Message.user("go", id="u"),
+        Message.assistant("", [ToolCallPart("lost", "x")], id="A"),
+        *tool_round(0, "ls", "1"),
+        *tool_round(1, "ls", "2"),
+        Message.assistant("", [ToolCallPart("b", "y")], id="B"),
+        Message.tool(ToolResultPart("b", "y", "3"), id="rb"),
+    ]
+    assert [list(u) for u in atomic_units(view)] == [[0], [1], [2, 3], [4, 5], [6, 7]]
+
+
+def test_records_of_one_response_stay_together_when_one_call_is_never_answered() -> None:
+    view = [
+        Message.user("go", id="u"),
+        Message.assistant("", [ToolCallPart("a", "x"), ToolCallPart("lost", "x")], id="A1"),
+        Message.assistant("", [ToolCallPart("b", "y")], id="A2"),
+        Message.tool(ToolResultPart("a", "x", "1"), ToolResultPart("b", "y", "2"), id="r"),
+        *tool_round(0, "ls", "3"),
+    ]
+    assert [list(u) for u in atomic_units(view)] == [[0], [1, 2, 3], [4, 5]]
+
+
 def test_window_is_the_last_three_turns_when_they_fit() -> None:
     view = chat(turns=5)
     start = recent_window_start(view, counter, turns=3, max_tokens=10**6)

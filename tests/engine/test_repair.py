@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from contextfold import Message, ToolCallPart, repair, validate
+from contextfold import ContextPolicy, Message, ToolCallPart, repair, validate
 from contextfold._anchoring import ContextSizeEstimator
+from contextfold.normalize import SYNTHESIZED_FLAG
 from tests.engine.helpers import EngineFactory, start
 
 
@@ -18,15 +19,6 @@ def test_broken_additions_are_repaired_in_the_next_request(
     for _ in range(4):
         assert not driver.turn().repairs  # a clean history is sent as it is
     session = driver.session
-
-    # A call whose result never came, then the user speaks again.
-    dangling = ToolCallPart.from_args("lost_1", "bash", {"command": "make"})
-    session.add_assistant(Message.assistant("Building.", [dangling]))
-    session.add_user("Never mind the build; look at the parser.")
-    request = driver.prepare()
-    validate(list(request.messages), provider=provider)  # type: ignore[arg-type]
-    assert request.repairs and any("lost_1" in m.text or m.tool_results for m in request.messages)
-    assert list(request.messages) == repair(list(session.view), provider=provider)[0]  # type: ignore[arg-type]
 
     # A call id the agent already used earlier in the session (Anthropic rejects duplicates).
     driver.turn()
@@ -73,9 +65,8 @@ def test_an_old_defect_is_repaired_in_full_once_then_kept(
     driver = start(engine)
     driver.turn()
     session = driver.session
-    dangling = ToolCallPart.from_args("lost_1", "bash", {"command": "make"})  # a crash mid-call
-    session.add_assistant(Message.assistant("Building.", [dangling]))
-    session.add_user("The build crashed; carry on with the parser.")
+    session.add_tool_result("ghost", "an output for a call the view does not hold")
+    session.add_user("Carry on with the parser.")
     first = driver.prepare()
     assert first.repairs
     repaired_once = len(full_repairs)
@@ -95,3 +86,73 @@ def test_an_old_defect_is_repaired_in_full_once_then_kept(
     assert len(full_repairs) == repaired_once  # no full repair after the first
     # Estimates stay anchored on the reported usage: only the new messages are counted.
     assert counted and max(counted) <= 3
+
+
+# --------------------------------------------------------------------------------------------------
+# A call that never got its result is closed in the transcript
+# --------------------------------------------------------------------------------------------------
+
+LOST = ToolCallPart.from_args("lost_1", "bash", {"command": "make"})
+
+
+def _closing(messages: list[Message]) -> list[Message]:
+    return [m for m in messages if SYNTHESIZED_FLAG in m.meta.flags]
+
+
+def test_a_call_without_result_is_closed_before_the_next_turn(make_engine: EngineFactory) -> None:
+    engine, _ = make_engine()
+    driver = start(engine)
+    driver.turn()
+    session = driver.session
+    session.add_assistant(Message.assistant("Building.", [LOST]))
+    session.add_user("Never mind the build; look at the parser.")
+
+    view = list(session.view)
+    validate(view, provider="anthropic")  # the view itself is valid, not only the request
+    [closing] = _closing(view)
+    assert view.index(closing) == len(view) - 2  # right after its call, before the user turn
+    assert closing.tool_results[0].call_id == "lost_1" and closing.tool_results[0].is_error
+    assert not driver.prepare().repairs
+    stored = [m.id for _, m in engine.store.iter_messages(session.id)]
+    assert closing.id in stored  # persisted: a resume and a replay see it too
+    assert [m.id for m in engine.resume(session.id).view] == [m.id for m in view]
+
+
+def test_a_call_killed_mid_tool_is_closed_when_the_resumed_loop_goes_on(
+    make_engine: EngineFactory,
+) -> None:
+    engine, _ = make_engine()
+    driver = start(engine)
+    driver.turn()
+    driver.session.add_assistant(Message.assistant("Building.", [LOST]))
+    resumed = engine.resume(driver.session.id)
+    assert not _closing(list(resumed.view))  # on resume the result may still come
+
+    request = resumed.prepare()
+
+    [closing] = _closing(list(request.messages))
+    assert list(request.messages).index(closing) == len(resumed.view) - 1
+    assert not request.repairs
+    assert [m.id for m in engine.resume(resumed.id).view] == [m.id for m in resumed.view]
+
+
+def test_a_result_delivered_after_the_resume_is_kept(make_engine: EngineFactory) -> None:
+    engine, _ = make_engine()
+    driver = start(engine)
+    driver.turn()
+    driver.session.add_assistant(Message.assistant("Building.", [LOST]))
+    resumed = engine.resume(driver.session.id)
+
+    resumed.add_tool_result("lost_1", "build ok")
+    request = resumed.prepare()
+
+    assert not _closing(list(request.messages))
+    assert request.messages[-1].tool_results[0].content == "build ok"
+
+
+def test_no_result_is_synthesized_when_repair_is_off(make_engine: EngineFactory) -> None:
+    engine, _ = make_engine(policy=ContextPolicy(background=False, repair=False))
+    driver = start(engine)
+    driver.session.add_assistant(Message.assistant("Building.", [LOST]))
+    driver.session.add_user("Go on.")
+    assert not _closing(list(driver.prepare().messages))

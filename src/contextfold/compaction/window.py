@@ -100,9 +100,17 @@ def turn_starts(view: Sequence[Message]) -> list[int]:
 
 
 def atomic_units(view: Sequence[Message]) -> list[range]:
-    """The view cut into units that are kept or removed whole, in order, covering every index."""
+    """The view cut into units that are kept or removed whole, in order, covering every index.
+
+    A unit ends where the next response starts, whatever became of its calls: an assistant
+    message that comes while calls are still open joins the unit only when it is another record
+    of the same response, that is when the results after it answer one of those open calls. A
+    call that never got a result (a process killed mid-tool) thus closes its unit at the next
+    turn instead of swallowing every later turn into one unit that compaction cannot touch.
+    """
     units: list[range] = []
     n = len(view)
+    answered_after: dict[int, frozenset[str]] = {}  # see _answered_after
     i = 0
     while i < n:
         start = i
@@ -115,14 +123,40 @@ def atomic_units(view: Sequence[Message]) -> list[range]:
                 nxt = view[i]
                 if nxt.role == "tool":
                     pending.difference_update(r.call_id for r in nxt.tool_results)
-                elif nxt.role == "assistant" and pending:
-                    # A response split into several records: its calls stay together.
+                elif (
+                    nxt.role == "assistant"
+                    and pending
+                    and not pending.isdisjoint(_answered_after(view, i, answered_after))
+                ):
+                    # Another record of the same response: its calls stay together.
                     pending.update(c.call_id for c in nxt.tool_calls)
                 else:
                     break
                 i += 1
         units.append(range(start, i))
     return units
+
+
+def _answered_after(
+    view: Sequence[Message], i: int, memo: dict[int, frozenset[str]]
+) -> frozenset[str]:
+    """Call ids answered by the tool messages that follow the run of assistant messages holding
+    ``i``. Memoized for every index of the run, so a long run of records is scanned once."""
+    found = memo.get(i)
+    if found is not None:
+        return found
+    j = i
+    while j < len(view) and view[j].role == "assistant":
+        j += 1
+    ids: set[str] = set()
+    k = j
+    while k < len(view) and view[k].role == "tool":
+        ids.update(r.call_id for r in view[k].tool_results)
+        k += 1
+    found = frozenset(ids)
+    for index in range(i, j):
+        memo[index] = found
+    return found
 
 
 def unit_tokens(view: Sequence[Message], unit: range, counter: TokenCounter) -> int:
