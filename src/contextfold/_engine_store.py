@@ -1,9 +1,12 @@
 """How a session's engine writes to its store, and keeps working when the store fails.
 
-:class:`SessionWriter` appends messages (with ``expected_seq``, so a second writer is refused and
-never forks the transcript), edits, snapshots and engine state. When the store fails for any
-reason other than a concurrent writer, the engine goes on in memory: the failure is reported once
-as a ``ComponentDegraded`` event and later writes are skipped (DESIGN §3, graceful degradation).
+:class:`SessionWriter` appends messages and edits, saves snapshots and keeps the engine's state.
+The first three carry the store's writer guard (the last seq and last edit number this writer
+saw): once another writer has written to the session, each is refused with
+``ConcurrentWriteError`` and nothing is written, so a writer that fell behind never forks the
+transcript or the view; the error reaches the caller. When the store fails for any other
+reason, the engine goes on in memory: the failure is reported once as a ``ComponentDegraded``
+event and later writes are skipped (DESIGN §3, graceful degradation).
 
 :class:`LineageBlobs` is the blob store the engine hands to outputs, compaction and
 ``read_result``: it writes to the session's store (or memory after a failure) and reads a ref
@@ -84,7 +87,10 @@ class SessionWriter:
         if self.store_ok:
             try:
                 self.last_seq = self.store.append_messages(
-                    self.session_id, messages, expected_seq=self.last_seq
+                    self.session_id,
+                    messages,
+                    expected_seq=self.last_seq,
+                    expected_edit=self.last_edit,
                 )
                 return
             except Exception as exc:
@@ -96,7 +102,12 @@ class SessionWriter:
         for edit in edits:
             if self.store_ok:
                 try:
-                    self.last_edit = self.store.append_edit(self.session_id, edit)
+                    self.last_edit = self.store.append_edit(
+                        self.session_id,
+                        edit,
+                        expected_seq=self.last_seq,
+                        expected_edit=self.last_edit,
+                    )
                     continue
                 except Exception as exc:
                     self.degrade("append edit", exc)
@@ -113,6 +124,8 @@ class SessionWriter:
                 token_count,
                 last_seq=self.last_seq,
                 last_edit=self.last_edit,
+                expected_seq=self.last_seq,
+                expected_edit=self.last_edit,
             )
         except Exception as exc:
             self.degrade("save snapshot", exc)

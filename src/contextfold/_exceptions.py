@@ -14,7 +14,7 @@ ContextfoldError
 ├── StoreError                  the session store failed
 │   ├── SessionNotFoundError    no session with that id
 │   ├── MessageNotFoundError    the session holds no message with that id
-│   ├── ConcurrentWriteError    another writer appended to the same session first
+│   ├── ConcurrentWriteError    another writer wrote to the same session first
 │   ├── SchemaVersionError      the database was written by a newer contextfold
 │   └── StoreCorruptError       the file is not a contextfold database, or is damaged
 └── ProviderError               a model provider failed
@@ -188,15 +188,34 @@ class MessageNotFoundError(StoreError, LookupError):
 
 
 class ConcurrentWriteError(StoreError):
-    """Another writer appended to this session since the caller last saw it."""
+    """Another writer wrote to this session (messages or edits) since the caller last saw it.
 
-    def __init__(self, session_id: str, expected_seq: int, actual_seq: int) -> None:
+    ``expected_edit`` and ``actual_edit`` are the last edit numbers when the caller named one.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        expected_seq: int,
+        actual_seq: int,
+        *,
+        expected_edit: int | None = None,
+        actual_edit: int | None = None,
+    ) -> None:
         self.session_id = session_id
         self.expected_seq = expected_seq
         self.actual_seq = actual_seq
+        self.expected_edit = expected_edit
+        self.actual_edit = actual_edit
+        seen = f"expected last seq {expected_seq}, found {actual_seq}"
+        if expected_edit is not None and expected_edit != actual_edit:
+            seen = (
+                f"expected last seq {expected_seq} and last edit {expected_edit}, found "
+                f"{actual_seq} and {actual_edit}"
+            )
         super().__init__(
-            f"session {session_id!r} was written by someone else: expected last seq "
-            f"{expected_seq}, found {actual_seq}. Reload the session before appending."
+            f"session {session_id!r} was written by someone else: {seen}. Nothing was written; "
+            "reload (resume) the session before writing to it again."
         )
 
 

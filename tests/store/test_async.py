@@ -63,6 +63,27 @@ def test_concurrent_async_writers_get_the_same_guarantees(store: SessionStore) -
     assert store.last_seq(sid) == 1
 
 
+def test_the_async_twins_carry_the_writer_guard(store: SessionStore) -> None:
+    sid = store.create_session().id
+    store.append_messages(sid, tool_turn(1))
+    archive = ArchiveEdit(("u1",))
+
+    async def scenario() -> None:
+        with pytest.raises(ConcurrentWriteError):
+            await store.aappend_edit(sid, archive, expected_seq=0, expected_edit=0)
+        with pytest.raises(ConcurrentWriteError):
+            await store.asave_snapshot(
+                sid, [], 0, last_seq=0, last_edit=0, expected_seq=0, expected_edit=0
+            )
+        with pytest.raises(ConcurrentWriteError):
+            await store.aappend_messages(sid, tool_turn(2), expected_seq=3, expected_edit=1)
+        assert await store.aappend_edit(sid, archive, expected_seq=3, expected_edit=0) == 1
+
+    asyncio.run(scenario())
+
+    assert (store.last_seq(sid), store.load_snapshot(sid)) == (3, None)
+
+
 def test_an_async_iterator_reads_a_long_session_in_order(store: SessionStore) -> None:
     sid = store.create_session().id
     store.append_messages(sid, [Message.user(str(n), id=f"m{n}") for n in range(1200)])

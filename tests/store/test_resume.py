@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextfold import SessionNotFoundError, UsageError
+from contextfold import ConcurrentWriteError, SessionNotFoundError, UsageError
 from contextfold.edits import (
     ArchiveEdit,
     ContextEdit,
@@ -124,6 +124,43 @@ def test_a_snapshot_that_skips_an_earlier_edit_is_refused(store: SessionStore) -
     # Nor did a view of messages 1..2 with it.
     with pytest.raises(UsageError, match="edit 1 was recorded after message 3"):
         store.save_snapshot(sid, [], 0, last_seq=2, last_edit=1)
+
+
+def test_a_snapshot_from_a_writer_that_fell_behind_is_refused(store: SessionStore) -> None:
+    sid = store.create_session().id
+    store.append_messages(sid, tool_turn(1))
+    seen = store.load_view(sid)
+    store.append_messages(sid, tool_turn(2))  # another writer goes on
+
+    with pytest.raises(ConcurrentWriteError, match="expected last seq 3, found 6"):
+        store.save_snapshot(
+            sid, seen.view, 10, last_seq=3, last_edit=0, expected_seq=3, expected_edit=0
+        )
+    assert store.load_snapshot(sid) is None
+    live = store.load_view(sid)
+    saved = store.save_snapshot(
+        sid, live.view, 20, last_seq=6, last_edit=0, expected_seq=6, expected_edit=0
+    )
+    assert saved.last_seq == 6
+
+
+def test_integrity_finds_a_snapshot_that_no_replay_gives(store: SessionStore) -> None:
+    sid = store.create_session().id
+    store.append_messages(sid, [*tool_turn(1), *tool_turn(2)])
+    before_the_edit = store.load_view(sid).view
+    store.append_edit(sid, ArchiveEdit(("u1",)))
+    live = store.load_view(sid)
+    store.save_snapshot(sid, live.view, 50, last_seq=live.last_seq, last_edit=live.last_edit)
+    assert store.check_integrity() == []
+
+    # What a writer that missed edit 1 would save: its own view, at the store's point.
+    store.save_snapshot(sid, before_the_edit, 60, last_seq=6, last_edit=1)
+    problems = store.check_integrity()
+
+    assert len(problems) == 1, problems
+    assert f"session {sid!r}" in problems[0]
+    assert "not what a replay of the transcript and its edits gives" in problems[0]
+    assert "message 0 is 'u1' in the snapshot, 'a1' in the replay" in problems[0]
 
 
 # -- the property: resuming gives exactly what the live agent had ---------------------------------

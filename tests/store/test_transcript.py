@@ -135,6 +135,28 @@ def test_two_writers_on_one_session_never_fork_it(target: StoreTarget) -> None:
     assert [m.id for _, m in alice.iter_messages(sid)] == ["alice"]
 
 
+def test_an_edit_from_a_writer_that_fell_behind_is_refused(target: StoreTarget) -> None:
+    alice, bob = target.open(), target.open()
+    sid = alice.create_session().id
+    alice.append_messages(sid, tool_turn(1), expected_seq=0, expected_edit=0)
+    assert alice.append_edit(sid, ArchiveEdit(("u1",)), expected_seq=3, expected_edit=0) == 1
+
+    # Bob saw messages 1..3 and no edit: his edit was made from a view Alice has moved on from.
+    with pytest.raises(ConcurrentWriteError, match="last edit 0") as behind_an_edit:
+        bob.append_edit(sid, ArchiveEdit(("a1",)), expected_seq=3, expected_edit=0)
+    alice.append_messages(sid, tool_turn(2), expected_seq=3, expected_edit=1)
+    with pytest.raises(ConcurrentWriteError) as behind_an_append:
+        bob.append_edit(sid, ArchiveEdit(("a1",)), expected_seq=3, expected_edit=1)
+    with pytest.raises(ConcurrentWriteError):
+        bob.append_messages(sid, tool_turn(3), expected_seq=6, expected_edit=0)
+
+    assert (behind_an_edit.value.expected_edit, behind_an_edit.value.actual_edit) == (0, 1)
+    assert (behind_an_append.value.expected_seq, behind_an_append.value.actual_seq) == (3, 6)
+    assert [(r.number, r.edit.edit_kind) for r in alice.iter_edits(sid)] == [(1, "archive")]
+    assert alice.last_seq(sid) == 6
+    assert alice.append_edit(sid, ArchiveEdit(("a1",)), expected_seq=6, expected_edit=1) == 2
+
+
 def test_a_failed_append_writes_none_of_its_messages(store: SessionStore) -> None:
     sid = store.create_session().id
     store.append_messages(sid, tool_turn(1))

@@ -1,11 +1,23 @@
-"""The store's own invariants, checked row by row (``contextfold doctor``, crash tests)."""
+"""The store's own invariants, checked row by row (``contextfold doctor``, crash tests).
+
+Besides the rows themselves, each session's snapshot is compared with a replay of its transcript
+and edits up to the snapshot's point: a snapshot that no replay gives is a forked view that
+every resume would silently continue from. The whole check reads each row once (O(store));
+memory holds one session's edits and its replayed messages up to its snapshot at a time.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections import deque
+from collections.abc import Iterator, Sequence
+from itertools import takewhile
+from typing import TYPE_CHECKING, Any
 
 from contextfold._blobs import ref_for_sha256
+from contextfold.messages import Message
 from contextfold.store._codec import decode_edit, decode_mapping, decode_message, decode_view
+from contextfold.store._records import EditRecord
+from contextfold.store._replay import replay
 
 if TYPE_CHECKING:
     from contextfold.store._sql import SQLStore
@@ -27,6 +39,7 @@ _BLOB_ROWS = (
     "SELECT sha256, ref FROM blobs WHERE session_id = ? AND sha256 > ? AND sha256 <= ? "
     "ORDER BY sha256 LIMIT ?"
 )
+_SNAPSHOT_POINT = "SELECT view, last_seq, last_edit FROM snapshots WHERE session_id = ?"
 _ORPHANS = (
     "SELECT '{table}', COUNT(*) FROM {table} WHERE session_id NOT IN (SELECT id FROM sessions)"
 )
@@ -57,30 +70,30 @@ def _check_session(store: SQLStore, session_id: str, metadata: str) -> list[str]
     except ValueError as exc:
         problems.append(f"{where}: metadata does not parse: {exc}")
 
-    last_seq = 0
-    for seq, message_id, role, data in store._batches(_MESSAGE_ROWS, session_id, 0, _UNBOUNDED):
-        if seq != last_seq + 1:
-            problems.append(f"{where}: message seq {seq} follows {last_seq} (a gap)")
-        last_seq = seq
-        try:
-            message = decode_message(data)
-        except (ValueError, KeyError, TypeError) as exc:
-            problems.append(f"{where}: message seq {seq} does not parse: {exc}")
-            continue
-        if message.id != message_id or message.role != role:
-            problems.append(f"{where}: message seq {seq} row disagrees with its JSON")
+    # One consistent point: rows appended while the check runs are not part of it.
+    with store._transaction("snapshot") as cur:
+        last_seq, last_edit = store._head(cur, session_id)
+        rows = cur.execute(_SNAPSHOT_POINT, (session_id,))
+    snapshot = _snapshot_at(rows[0], last_seq, last_edit, where, problems) if rows else None
 
-    last_edit, last_after = 0, 0
-    for number, after_seq, data in store._batches(_EDIT_ROWS, session_id, 0, _UNBOUNDED):
-        if number != last_edit + 1:
-            problems.append(f"{where}: edit {number} follows {last_edit} (a gap)")
-        if not last_after <= after_seq <= last_seq:
-            problems.append(f"{where}: edit {number} sits after message {after_seq}, out of order")
-        last_edit, last_after = number, after_seq
-        try:
-            decode_edit(data)
-        except (ValueError, KeyError, TypeError) as exc:
-            problems.append(f"{where}: edit {number} does not parse: {exc}")
+    edits = _checked_edits(store, session_id, last_seq, last_edit, where, problems)
+    messages = _checked_messages(store, session_id, last_seq, where, problems)
+    if snapshot is not None:
+        view, snap_seq, snap_edit = snapshot
+        found = len(problems)
+        replayed, _ = replay(
+            (),
+            takewhile(lambda item: item[0] <= snap_seq, messages),
+            [record for record in edits if record.number <= snap_edit],
+        )
+        # A row that does not parse is reported already; a replay without it proves nothing.
+        if len(problems) == found and list(view) != replayed:
+            problems.append(
+                f"{where}: the snapshot at seq {snap_seq}/edit {snap_edit} is not what a replay "
+                f"of the transcript and its edits gives ({_first_difference(view, replayed)}): "
+                "a resume would see a forked view (a writer that fell behind saved it?)"
+            )
+    deque(messages, maxlen=0)  # the rest of the transcript is checked all the same
 
     for event_id, data in store._batches(_EVENT_ROWS, session_id, 0, _UNBOUNDED):
         try:
@@ -91,20 +104,70 @@ def _check_session(store: SQLStore, session_id: str, metadata: str) -> list[str]
     for sha256, ref in store._batches(_BLOB_ROWS, session_id, "", "g"):
         if ref != ref_for_sha256(sha256):
             problems.append(f"{where}: blob {sha256} has ref {ref!r}, not its digest's")
-
-    with store._transaction("read") as cur:
-        rows = cur.execute(
-            "SELECT view, last_seq, last_edit FROM snapshots WHERE session_id = ?", (session_id,)
-        )
-    if rows:
-        view, snap_seq, snap_edit = rows[0]
-        if snap_seq > last_seq or snap_edit > last_edit:
-            problems.append(
-                f"{where}: snapshot at seq {snap_seq}/edit {snap_edit} points past the transcript "
-                f"(seq {last_seq}/edit {last_edit})"
-            )
-        try:
-            decode_view(view)
-        except (ValueError, KeyError, TypeError) as exc:
-            problems.append(f"{where}: snapshot view does not parse: {exc}")
     return problems
+
+
+def _snapshot_at(
+    row: tuple[Any, ...], last_seq: int, last_edit: int, where: str, problems: list[str]
+) -> tuple[tuple[Message, ...], int, int] | None:
+    """The snapshot's view and point, when it parses and lies within the transcript."""
+    data, snap_seq, snap_edit = row
+    if snap_seq > last_seq or snap_edit > last_edit:
+        problems.append(
+            f"{where}: snapshot at seq {snap_seq}/edit {snap_edit} points past the transcript "
+            f"(seq {last_seq}/edit {last_edit})"
+        )
+        return None
+    try:
+        return decode_view(data), int(snap_seq), int(snap_edit)
+    except (ValueError, KeyError, TypeError) as exc:
+        problems.append(f"{where}: snapshot view does not parse: {exc}")
+        return None
+
+
+def _checked_edits(
+    store: SQLStore, session_id: str, last_seq: int, last_edit: int, where: str, problems: list[str]
+) -> list[EditRecord]:
+    """The session's edits that parse; numbering, order and parse problems go to ``problems``."""
+    records: list[EditRecord] = []
+    previous, previous_after = 0, 0
+    for number, after_seq, data in store._batches(_EDIT_ROWS, session_id, 0, last_edit):
+        if number != previous + 1:
+            problems.append(f"{where}: edit {number} follows {previous} (a gap)")
+        if not previous_after <= after_seq <= last_seq:
+            problems.append(f"{where}: edit {number} sits after message {after_seq}, out of order")
+        previous, previous_after = number, after_seq
+        try:
+            records.append(EditRecord(number, after_seq, decode_edit(data)))
+        except (ValueError, KeyError, TypeError) as exc:
+            problems.append(f"{where}: edit {number} does not parse: {exc}")
+    return records
+
+
+def _checked_messages(
+    store: SQLStore, session_id: str, last_seq: int, where: str, problems: list[str]
+) -> Iterator[tuple[int, Message]]:
+    """The session's messages that parse, read lazily; gaps and bad rows go to ``problems``."""
+    previous = 0
+    for seq, message_id, role, data in store._batches(_MESSAGE_ROWS, session_id, 0, last_seq):
+        if seq != previous + 1:
+            problems.append(f"{where}: message seq {seq} follows {previous} (a gap)")
+        previous = seq
+        try:
+            message = decode_message(data)
+        except (ValueError, KeyError, TypeError) as exc:
+            problems.append(f"{where}: message seq {seq} does not parse: {exc}")
+            continue
+        if message.id != message_id or message.role != role:
+            problems.append(f"{where}: message seq {seq} row disagrees with its JSON")
+        yield seq, message
+
+
+def _first_difference(snapshot: Sequence[Message], replayed: Sequence[Message]) -> str:
+    """Where two views part, in words."""
+    for index, (kept, rebuilt) in enumerate(zip(snapshot, replayed, strict=False)):
+        if kept != rebuilt:
+            if kept.id == rebuilt.id:
+                return f"message {index} ({kept.id!r}) differs"
+            return f"message {index} is {kept.id!r} in the snapshot, {rebuilt.id!r} in the replay"
+    return f"the snapshot holds {len(snapshot)} messages, the replay {len(replayed)}"

@@ -193,13 +193,19 @@ class SQLStore(AsyncStoreMixin, ABC):
     # -- transcript --------------------------------------------------------------------------------
 
     def append_messages(
-        self, session_id: str, messages: Sequence[Message], *, expected_seq: int | None = None
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        expected_seq: int | None = None,
+        expected_edit: int | None = None,
     ) -> int:
         """Append to the transcript and return the new last seq.
 
-        With ``expected_seq``, raise ``ConcurrentWriteError`` (writing nothing) unless the
-        session's last seq is still that value: the check and the insert share one locked
-        transaction, so two writers can never both extend the same seq.
+        With ``expected_seq`` (and ``expected_edit``), raise ``ConcurrentWriteError`` (writing
+        nothing) unless the session's last seq (and last edit number) are still those values:
+        the check and the insert share one locked transaction, so two writers can never both
+        extend the same seq.
         """
         ids = [m.id for m in messages]
         if len(set(ids)) != len(ids):
@@ -210,9 +216,7 @@ class SQLStore(AsyncStoreMixin, ABC):
         tokens = [m.meta.tokens for m in messages]
         try:
             with self._transaction("write") as cur:
-                last = self._locked_last_seq(cur, session_id)
-                if expected_seq is not None and last != expected_seq:
-                    raise ConcurrentWriteError(session_id, expected_seq, last)
+                last, _ = self._locked_head(cur, session_id, expected_seq, expected_edit)
                 if encoded:
                     cur.executemany(
                         "INSERT INTO messages (session_id, seq, id, role, data, tokens) "
@@ -277,12 +281,24 @@ class SQLStore(AsyncStoreMixin, ABC):
                 raise MessageNotFoundError(message_id, session_id)
         return _codec.decode_message(rows[0][0])
 
-    def append_edit(self, session_id: str, edit: ContextEdit) -> int:
-        """Record a context edit after the session's current last message; its number (1, 2…)."""
+    def append_edit(
+        self,
+        session_id: str,
+        edit: ContextEdit,
+        *,
+        expected_seq: int | None = None,
+        expected_edit: int | None = None,
+    ) -> int:
+        """Record a context edit after the session's current last message; its number (1, 2…).
+
+        With ``expected_seq`` and ``expected_edit``, raise ``ConcurrentWriteError`` (writing
+        nothing) unless the session is still at that last seq and last edit number: an edit
+        made from a view another writer has moved on from would fork what a resume sees.
+        """
         data = _codec.encode_edit(edit, redact=self.redact)
         with self._transaction("write") as cur:
-            after_seq = self._locked_last_seq(cur, session_id)
-            number = self._head(cur, session_id)[1] + 1
+            after_seq, last_edit = self._locked_head(cur, session_id, expected_seq, expected_edit)
+            number = last_edit + 1
             cur.execute(
                 "INSERT INTO edits (session_id, num, id, kind, after_seq, data, created) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -331,21 +347,26 @@ class SQLStore(AsyncStoreMixin, ABC):
         *,
         last_seq: int,
         last_edit: int,
+        expected_seq: int | None = None,
+        expected_edit: int | None = None,
     ) -> Snapshot:
         """Keep ``view`` as the session's snapshot, replacing the previous one.
 
         ``view`` must be the transcript's messages ``1..last_seq`` with edits ``1..last_edit``
         applied. A snapshot pointing past the transcript, or at a point transcript order never
         passed through (an edit recorded before ``last_seq`` left out), is refused with
-        ``UsageError``: resuming from it would silently lose or reorder history.
+        ``UsageError``: resuming from it would silently lose or reorder history. With
+        ``expected_seq`` and ``expected_edit``, it is refused with ``ConcurrentWriteError``
+        unless the session is still at that last seq and last edit number.
         """
         # Mostly the messages appended (and encoded) before: only what compaction replaced is
         # encoded now.
         data, redacted = self._encoded.encode_view(session_id, view)
         now = time.time()
         with self._transaction("write") as cur:
-            current_seq = self._locked_last_seq(cur, session_id)
-            current_edit = self._head(cur, session_id)[1]
+            current_seq, current_edit = self._locked_head(
+                cur, session_id, expected_seq, expected_edit
+            )
             rows = cur.execute(
                 "SELECT num, after_seq FROM edits WHERE session_id = ? AND num IN (?, ?)",
                 (session_id, last_edit, last_edit + 1),
@@ -502,10 +523,28 @@ class SQLStore(AsyncStoreMixin, ABC):
         if not cur.execute(sql, (session_id,)):
             raise SessionNotFoundError(session_id)
 
-    def _locked_last_seq(self, cur: Cursor, session_id: str) -> int:
-        """Take the session's writer lock, then read its last seq (fresh, under the lock)."""
+    def _locked_head(
+        self,
+        cur: Cursor,
+        session_id: str,
+        expected_seq: int | None,
+        expected_edit: int | None,
+    ) -> tuple[int, int]:
+        """Take the session's writer lock, then read its last seq and last edit number (fresh,
+        under the lock); ``ConcurrentWriteError`` when either is not what the caller expected."""
         self._require_session(cur, session_id)
-        return self._head(cur, session_id)[0]
+        seq, edit = self._head(cur, session_id)
+        if (expected_seq is not None and seq != expected_seq) or (
+            expected_edit is not None and edit != expected_edit
+        ):
+            raise ConcurrentWriteError(
+                session_id,
+                seq if expected_seq is None else expected_seq,
+                seq,
+                expected_edit=expected_edit,
+                actual_edit=edit,
+            )
+        return seq, edit
 
     @staticmethod
     def _touch(cur: Cursor, session_id: str) -> None:

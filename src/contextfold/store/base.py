@@ -4,6 +4,14 @@
 store implements the sync methods and inherits :class:`AsyncStoreMixin` for the ``a``-prefixed
 twins, which run the sync method in a worker thread so the event loop never waits on disk or
 network I/O.
+
+The writer guard: every write that changes what a resume sees (``append_messages``,
+``append_edit``, ``save_snapshot``) takes keyword-only ``expected_seq`` and ``expected_edit``,
+the session's last message seq and last edit number as the caller last saw them. When either
+has moved, another writer got there first: the store raises ``ConcurrentWriteError`` and writes
+nothing, in the same locked transaction as the write, so a writer that fell behind can never
+fork the transcript or the view. Both default to None (no check), so existing callers keep
+working; a store for the engine must honour them.
 """
 
 from __future__ import annotations
@@ -66,12 +74,18 @@ class SyncSessionStore(Protocol):
         ...
 
     def append_messages(
-        self, session_id: str, messages: Sequence[Message], *, expected_seq: int | None = None
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        expected_seq: int | None = None,
+        expected_edit: int | None = None,
     ) -> int:
         """Append to the transcript and return the new last seq.
 
-        With ``expected_seq``, raise ``ConcurrentWriteError`` (writing nothing) unless the
-        session's last seq is still that value.
+        With ``expected_seq`` / ``expected_edit``, raise ``ConcurrentWriteError`` (writing
+        nothing) unless the session's last seq / last edit number are still those values
+        (the writer guard; see the module docstring).
         """
         ...
 
@@ -89,8 +103,18 @@ class SyncSessionStore(Protocol):
         """One message by id; ``MessageNotFoundError`` when the session has none with it."""
         ...
 
-    def append_edit(self, session_id: str, edit: ContextEdit) -> int:
-        """Record a context edit after the session's current last message; its number."""
+    def append_edit(
+        self,
+        session_id: str,
+        edit: ContextEdit,
+        *,
+        expected_seq: int | None = None,
+        expected_edit: int | None = None,
+    ) -> int:
+        """Record a context edit after the session's current last message; its number.
+
+        ``expected_seq`` / ``expected_edit``: the writer guard, as in :meth:`append_messages`.
+        """
         ...
 
     def iter_edits(self, session_id: str, *, after: int = 0) -> Iterator[EditRecord]:
@@ -113,8 +137,13 @@ class SyncSessionStore(Protocol):
         *,
         last_seq: int,
         last_edit: int,
+        expected_seq: int | None = None,
+        expected_edit: int | None = None,
     ) -> Snapshot:
-        """Keep ``view`` as the session's latest snapshot (it replaces the previous one)."""
+        """Keep ``view`` as the session's latest snapshot (it replaces the previous one).
+
+        ``expected_seq`` / ``expected_edit``: the writer guard, as in :meth:`append_messages`.
+        """
         ...
 
     def load_snapshot(self, session_id: str) -> Snapshot | None:
@@ -177,14 +206,26 @@ class SessionStore(SyncSessionStore, Protocol):
         metadata: Mapping[str, Any] | None = None,
     ) -> SessionInfo: ...
     async def aappend_messages(
-        self, session_id: str, messages: Sequence[Message], *, expected_seq: int | None = None
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        expected_seq: int | None = None,
+        expected_edit: int | None = None,
     ) -> int: ...
     async def alast_seq(self, session_id: str) -> int: ...
     def aiter_messages(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None
     ) -> AsyncIterator[tuple[int, Message]]: ...
     async def aget_message(self, session_id: str, message_id: str) -> Message: ...
-    async def aappend_edit(self, session_id: str, edit: ContextEdit) -> int: ...
+    async def aappend_edit(
+        self,
+        session_id: str,
+        edit: ContextEdit,
+        *,
+        expected_seq: int | None = None,
+        expected_edit: int | None = None,
+    ) -> int: ...
     def aiter_edits(self, session_id: str, *, after: int = 0) -> AsyncIterator[EditRecord]: ...
     async def aappend_event(
         self, session_id: str, event_type: str, data: Mapping[str, Any]
@@ -198,6 +239,8 @@ class SessionStore(SyncSessionStore, Protocol):
         *,
         last_seq: int,
         last_edit: int,
+        expected_seq: int | None = None,
+        expected_edit: int | None = None,
     ) -> Snapshot: ...
     async def aload_snapshot(self, session_id: str) -> Snapshot | None: ...
     async def aload_view(self, session_id: str) -> LoadedView: ...
@@ -278,10 +321,13 @@ class AsyncStoreMixin:
         messages: Sequence[Message],
         *,
         expected_seq: int | None = None,
+        expected_edit: int | None = None,
     ) -> int:
         """Async twin of ``append_messages``."""
         return await asyncio.to_thread(
-            lambda: self.append_messages(session_id, messages, expected_seq=expected_seq)
+            lambda: self.append_messages(
+                session_id, messages, expected_seq=expected_seq, expected_edit=expected_edit
+            )
         )
 
     async def alast_seq(self: SyncSessionStore, session_id: str) -> int:
@@ -302,9 +348,20 @@ class AsyncStoreMixin:
         """Async twin of ``get_message``."""
         return await asyncio.to_thread(self.get_message, session_id, message_id)
 
-    async def aappend_edit(self: SyncSessionStore, session_id: str, edit: ContextEdit) -> int:
+    async def aappend_edit(
+        self: SyncSessionStore,
+        session_id: str,
+        edit: ContextEdit,
+        *,
+        expected_seq: int | None = None,
+        expected_edit: int | None = None,
+    ) -> int:
         """Async twin of ``append_edit``."""
-        return await asyncio.to_thread(self.append_edit, session_id, edit)
+        return await asyncio.to_thread(
+            lambda: self.append_edit(
+                session_id, edit, expected_seq=expected_seq, expected_edit=expected_edit
+            )
+        )
 
     async def aiter_edits(
         self: SyncSessionStore, session_id: str, *, after: int = 0
@@ -334,11 +391,19 @@ class AsyncStoreMixin:
         *,
         last_seq: int,
         last_edit: int,
+        expected_seq: int | None = None,
+        expected_edit: int | None = None,
     ) -> Snapshot:
         """Async twin of ``save_snapshot``."""
         return await asyncio.to_thread(
             lambda: self.save_snapshot(
-                session_id, view, token_count, last_seq=last_seq, last_edit=last_edit
+                session_id,
+                view,
+                token_count,
+                last_seq=last_seq,
+                last_edit=last_edit,
+                expected_seq=expected_seq,
+                expected_edit=expected_edit,
             )
         )
 
