@@ -199,12 +199,15 @@ class Usage:
 
     ``input_tokens`` counts every prompt token, cached or not: for Anthropic that is
     ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens`` of its raw usage.
+    ``estimated`` is true when the provider reported nothing and contextfold counted the request
+    and the reply itself: the figures are an estimate, not the provider's truth.
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    estimated: bool = False
 
     @property
     def total_tokens(self) -> int:
@@ -217,16 +220,20 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
+            self.estimated or other.estimated,
         )
 
     def to_dict(self) -> dict[str, int]:
-        """JSON form."""
-        return {
+        """JSON form (``estimated`` only when set, so reported usage keeps its stored form)."""
+        out = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cache_read_tokens": self.cache_read_tokens,
             "cache_write_tokens": self.cache_write_tokens,
         }
+        if self.estimated:
+            out["estimated"] = True
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Usage:
@@ -236,6 +243,7 @@ class Usage:
             int(data.get("output_tokens", 0)),
             int(data.get("cache_read_tokens", 0)),
             int(data.get("cache_write_tokens", 0)),
+            bool(data.get("estimated", False)),
         )
 
 

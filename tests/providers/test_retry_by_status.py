@@ -14,7 +14,7 @@ from contextfold import Message, ProviderError
 from contextfold.providers import ChatRequest, OpenAIChat, RetryPolicy
 from contextfold.providers._retry import DEFAULT_MAX_ATTEMPTS
 from tests.providers.conftest import LocalServer, Reply, Sleeps
-from tests.providers.payloads import openai_error
+from tests.providers.payloads import openai_completion, openai_error
 
 ASK = ChatRequest(messages=(Message.user("hi"),), max_tokens=8)
 
@@ -71,9 +71,7 @@ def test_llamacpp_500_that_repeats_is_sent_twice_and_says_so(
 
 def test_a_500_then_success_recovers(server: LocalServer, retry: RetryPolicy) -> None:
     server.add(Reply(500, openai_error("blip", type="server_error")))
-    server.add(
-        Reply(json={"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}]})
-    )
+    server.add(Reply(json=openai_completion("ok")))
     response = OpenAIChat("m", base_url=f"{server.url}/v1", retry=retry).complete(ASK)
     assert response.text == "ok"
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from contextfold.providers._estimated_usage import UsageEstimatedWarning
 from contextfold.providers._factory import model_from_name
 from contextfold.providers._retry import RetryPolicy
 from contextfold.providers.base import (
@@ -69,6 +70,7 @@ __all__ = [
     "TextDelta",
     "ThinkingDelta",
     "ToolCallStarted",
+    "UsageEstimatedWarning",
     "check_ollama_context",
     "model_from_name",
 ]

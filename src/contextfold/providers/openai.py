@@ -6,20 +6,31 @@ OpenRouter. The wire format is :mod:`contextfold.formats.openai`; this module ad
 streaming assembly and the error map.
 
 Streams ask for ``stream_options={"include_usage": True}``, so the last chunk carries the usage of
-the whole call (Ollama and vLLM honour it too): a streamed response has the same usage as a
-complete one.
+the whole call (Ollama, vLLM and llama.cpp honour it too): a streamed response has the same usage
+as a complete one. A server that sends no usage anyway gets its calls counted with the model's
+token counter, marked :attr:`~contextfold.Usage.estimated`, with one
+:class:`UsageEstimatedWarning`.
+
+What is sent works with every OpenAI-compatible server tried (OpenAI, vLLM, Ollama, llama.cpp's
+server, llama-cpp-python's): an assistant turn that only calls tools has ``"content": ""``, not
+``null``; requests with tools say ``"tool_choice": "auto"`` (OpenAI's default, which some servers
+do not assume: they drop the tools silently).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any, Literal
 
 from contextfold._exceptions import MissingDependencyError
 from contextfold.formats.openai import parse_openai_response, to_openai, tools_to_openai
+from contextfold.models import default_registry
 from contextfold.providers._errors import map_sdk_errors
+from contextfold.providers._estimated_usage import UsageEstimatedWarning, estimated_usage
 from contextfold.providers._retry import RetryPolicy
 from contextfold.providers._sdk import SDKClients, resolve_api_key, wire_dict
 from contextfold.providers.base import (
@@ -37,6 +48,7 @@ from contextfold.providers.ollama import (
     check_ollama_context,
     ollama_native_url,
 )
+from contextfold.tokens import TokenCounter, counter_for
 
 try:
     import openai
@@ -49,6 +61,7 @@ __all__ = [
     "OPENAI_API_KEY_ENV",
     "OpenAIChat",
     "OpenAIStreamAssembler",
+    "UsageEstimatedWarning",
 ]
 
 OPENAI_API_KEY_ENV = "OPENAI_API_KEY"
@@ -171,7 +184,9 @@ class OpenAIChat(BaseChatModel):
       ``retry`` policy owns retrying, so attempts are not multiplied;
     - ``max_tokens_field``: ``"max_completion_tokens"`` for OpenAI (its newer models refuse
       ``max_tokens``), ``"max_tokens"`` for other servers unless given;
-    - ``send_reasoning``: send earlier reasoning back as ``reasoning_content`` (DeepSeek, vLLM).
+    - ``send_reasoning``: send earlier reasoning back as ``reasoning_content`` (DeepSeek, vLLM);
+    - ``token_counter``: counts calls the server reports no usage for (default: the registry's
+      counter for ``model``, else the heuristic one).
     """
 
     def __init__(
@@ -189,6 +204,7 @@ class OpenAIChat(BaseChatModel):
         max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None,
         send_reasoning: bool = False,
         key_required: bool | None = None,
+        token_counter: TokenCounter | None = None,
     ) -> None:
         super().__init__(model, retry=retry)
         self.model = model
@@ -214,6 +230,8 @@ class OpenAIChat(BaseChatModel):
             async_client,
         )
         self.ollama_context: OllamaContext | None = None
+        self._token_counter = token_counter
+        self._warned_no_usage = False
 
     @classmethod
     def ollama(
@@ -273,14 +291,19 @@ class OpenAIChat(BaseChatModel):
         """The keyword arguments for ``client.chat.completions.create`` (what goes on the wire)."""
         kwargs: dict[str, Any] = {
             "model": self.model,
-            "messages": to_openai(
-                request.messages,
-                system=request.system_text or None,
-                include_reasoning=self.send_reasoning,
+            "messages": _wire_messages(
+                to_openai(
+                    request.messages,
+                    system=request.system_text or None,
+                    include_reasoning=self.send_reasoning,
+                )
             ),
         }
         if request.tools:
             kwargs["tools"] = tools_to_openai(request.tools)
+            # OpenAI's default with tools; servers that do not assume it drop the tools silently
+            # while the request was budgeted with them. ``extra`` may still choose another.
+            kwargs["tool_choice"] = "auto"
         if request.max_tokens is not None:
             kwargs[self.max_tokens_field] = request.max_tokens
         if request.temperature is not None:
@@ -296,14 +319,34 @@ class OpenAIChat(BaseChatModel):
             kwargs["extra_body"] = dict(request.extra)
         return kwargs
 
+    def _with_usage(self, response: ChatResponse, request: ChatRequest) -> ChatResponse:
+        """``response`` as is when the server reported usage; else with usage counted here,
+        marked estimated (and the user warned, once per model)."""
+        if response.usage is not None:
+            return response
+        if self._token_counter is None:
+            info = default_registry().find(self.model)
+            self._token_counter = counter_for(info if info is not None else "heuristic")
+        usage = estimated_usage(request, response.message, self._token_counter)
+        if not self._warned_no_usage:
+            self._warned_no_usage = True
+            warnings.warn(
+                f"{self.provider} at {self.base_url or 'api.openai.com'} sent no token usage for "
+                f"{self.model!r}: contextfold counts its calls itself from now on, so token "
+                "figures are estimates (Usage.estimated) and may be off by tens of percent.",
+                UsageEstimatedWarning,
+                stacklevel=2,
+            )
+        return replace(response, usage=usage, message=response.message.with_meta(usage=usage))
+
     def _complete_once(self, request: ChatRequest) -> ChatResponse:
         completion = self._sync_client().chat.completions.create(**self.request_kwargs(request))
-        return _chat_response(wire_dict(completion))
+        return self._with_usage(_chat_response(wire_dict(completion)), request)
 
     async def _acomplete_once(self, request: ChatRequest) -> ChatResponse:
         client = self._async_client_()
         completion = await client.chat.completions.create(**self.request_kwargs(request))
-        return _chat_response(wire_dict(completion))
+        return self._with_usage(_chat_response(wire_dict(completion)), request)
 
     def _stream_once(self, request: ChatRequest) -> Iterator[StreamEvent]:
         assembler = OpenAIStreamAssembler()
@@ -311,7 +354,7 @@ class OpenAIChat(BaseChatModel):
         with self._sync_client().chat.completions.create(**kwargs) as chunks:
             for chunk in chunks:
                 yield from assembler.feed(wire_dict(chunk))
-        yield StreamDone(assembler.response())
+        yield StreamDone(self._with_usage(assembler.response(), request))
 
     async def _astream_once(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         assembler = OpenAIStreamAssembler()
@@ -321,4 +364,15 @@ class OpenAIChat(BaseChatModel):
             async for chunk in chunks:
                 for event in assembler.feed(wire_dict(chunk)):
                     yield event
-        yield StreamDone(assembler.response())
+        yield StreamDone(self._with_usage(assembler.response(), request))
+
+
+def _wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` as every OpenAI-compatible server accepts them: an assistant turn that only
+    calls tools gets ``"content": ""`` (llama-cpp-python's server answers HTTP 500 to ``null``;
+    OpenAI, vLLM, Ollama and llama.cpp accept both). The transcript format keeps ``null``, which
+    is what OpenAI itself writes."""
+    for message in messages:
+        if message["role"] == "assistant" and message.get("content") is None:
+            message["content"] = ""
+    return messages
