@@ -15,6 +15,10 @@ Build a :class:`ChatRequest`, call ``model.complete(request)`` (or ``stream``, `
     response = model.complete(request)
     response.message, response.usage
 
+A local server's real context size is read from the server (:func:`served_window`,
+:func:`check_server_window`, :func:`check_ollama_context`), with a
+:class:`ContextWindowWarning` when the planned window is larger or cannot be confirmed.
+
 Failures arrive as :class:`~contextfold.ProviderError` subclasses after the retries the
 :class:`RetryPolicy` allows; a prompt too large for the window raises
 :class:`~contextfold.ContextOverflowError` with the provider's figures.
@@ -30,8 +34,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from contextfold.providers._estimated_usage import UsageEstimatedWarning
-from contextfold.providers._factory import model_from_name
+from contextfold.providers._factory import model_from_name, served_window
 from contextfold.providers._retry import RetryPolicy
+from contextfold.providers._server_window import (
+    ContextWindowWarning,
+    ServerWindow,
+    WindowCheck,
+    check_server_window,
+    probe_server_window,
+)
 from contextfold.providers.base import (
     BaseChatModel,
     ChatModel,
@@ -58,12 +69,14 @@ __all__ = [
     "ChatModel",
     "ChatRequest",
     "ChatResponse",
+    "ContextWindowWarning",
     "OllamaContext",
     "OllamaContextWarning",
     "OpenAIChat",
     "ReplayModel",
     "RetryPolicy",
     "ScriptedModel",
+    "ServerWindow",
     "StreamDone",
     "StreamEvent",
     "SystemBlock",
@@ -71,8 +84,12 @@ __all__ = [
     "ThinkingDelta",
     "ToolCallStarted",
     "UsageEstimatedWarning",
+    "WindowCheck",
     "check_ollama_context",
+    "check_server_window",
     "model_from_name",
+    "probe_server_window",
+    "served_window",
 ]
 
 _LAZY = {

@@ -13,19 +13,25 @@ Where the figure comes from, most reliable first:
    :data:`OLLAMA_DEFAULT_NUM_CTX`, the smallest default Ollama picks.
 
 The result is capped by what the model was trained for (``model_info["<arch>.context_length"]``).
-Only the standard library is used, so the check works without any SDK installed.
+A server that does not answer ``/api/show`` is not taken for Ollama: the warning says so, and
+what the server itself states (llama.cpp's ``/props``, vLLM's ``/v1/models``) is used when it
+states anything. Only the standard library is used, so the check works without any SDK installed.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import urllib.error
-import urllib.request
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from contextfold.providers._http_json import failure_reason, get_json, post_json
+from contextfold.providers._server_window import (
+    ContextWindowWarning,
+    probe_server_window,
+    server_root,
+)
 
 __all__ = [
     "OLLAMA_BASE_URL",
@@ -49,8 +55,9 @@ OLLAMA_CHECK_TIMEOUT = 5.0
 _NUM_CTX_LINE = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
 
 
-class OllamaContextWarning(UserWarning):
-    """The planned context is larger than what Ollama will keep: prompts would be truncated."""
+class OllamaContextWarning(ContextWindowWarning):
+    """The planned context is larger than what Ollama will keep (prompts would be truncated), or
+    the server could not confirm it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +65,10 @@ class OllamaContext:
     """What an Ollama server said about a model's context, and what it means for a plan.
 
     ``window`` is the number of tokens Ollama will keep; ``source`` says where it came from
-    (``"loaded"``, ``"num_ctx"``, ``"assumed_default"``, or ``"unknown"`` when the server could not
-    be asked, with ``error`` saying why). ``truncates`` is true when ``planned_window`` is larger.
+    (``"loaded"``, ``"num_ctx"``, ``"assumed_default"``; ``"server"`` when ``/api/show`` failed
+    but the server stated its context another way, read from ``server_source``; ``"unknown"``
+    when nothing did). ``error`` says why ``/api/show`` failed. ``truncates`` is true when
+    ``planned_window`` is larger than ``window``.
     """
 
     model: str
@@ -70,6 +79,7 @@ class OllamaContext:
     num_ctx: int | None = None
     loaded_context_length: int | None = None
     error: str | None = None
+    server_source: str = ""
 
     @property
     def truncates(self) -> bool:
@@ -79,6 +89,8 @@ class OllamaContext:
     @property
     def message(self) -> str:
         """A sentence for the user: the risk and how to fix it (empty when there is none)."""
+        if self.error is not None:
+            return self._not_answered_message()
         if not self.truncates:
             return ""
         where = {
@@ -94,11 +106,30 @@ class OllamaContext:
             f"at most {self.window} tokens."
         )
 
+    def _not_answered_message(self) -> str:
+        name, planned = f"ollama/{self.model}", self.planned_window
+        setting = f'[models."{name}"] context_window'
+        if self.window is None:
+            return (
+                f"{name}: could not confirm the context window: the server did not answer "
+                f"Ollama's /api/show ({self.error}); assuming {planned} tokens. If it holds "
+                f"fewer, pass --window N (or set {setting} = N)."
+            )
+        verdict = (
+            f"but contextfold plans {planned}: larger requests would be refused or cut. Pass "
+            f"--window {self.window} (or set {setting} = {self.window})."
+            if self.truncates
+            else f"enough for the planned {planned}."
+        )
+        return (
+            f"{name}: the server did not answer Ollama's /api/show ({self.error}), so it is not "
+            f"Ollama; it states {self.window} tokens per request ({self.server_source}), {verdict}"
+        )
+
 
 def ollama_native_url(base_url: str | None) -> str:
     """The native API root for an OpenAI-compatible Ollama URL (``.../v1`` stripped)."""
-    url = (base_url or OLLAMA_BASE_URL).rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
+    return server_root(base_url or OLLAMA_BASE_URL)
 
 
 def check_ollama_context(
@@ -113,13 +144,25 @@ def check_ollama_context(
 
     ``base_url`` may be the native root or the OpenAI-compatible ``.../v1`` URL. The warning is an
     :class:`OllamaContextWarning`; the returned :class:`OllamaContext` says the same in data.
-    A server that cannot be reached gives ``source="unknown"`` and no warning.
+    A server that does not answer ``/api/show`` always warns: the window is unconfirmed, or
+    comes from what the server states otherwise (``source="server"``).
     """
     root = ollama_native_url(base_url)
     try:
-        show = _post_json(f"{root}/api/show", {"model": model}, timeout)
+        show = post_json(f"{root}/api/show", {"model": model}, timeout)
     except (OSError, ValueError) as exc:
-        return OllamaContext(model, planned_window, None, "unknown", error=str(exc))
+        server = probe_server_window(f"{root}/v1", model=model, timeout=timeout)
+        info = OllamaContext(
+            model,
+            planned_window,
+            server.window,
+            "server" if server.window is not None else "unknown",
+            error=failure_reason(exc),
+            server_source=server.source,
+        )
+        if warn:
+            warnings.warn(info.message, OllamaContextWarning, stacklevel=2)
+        return info
     trained = _trained_context(show.get("model_info"))
     num_ctx = _num_ctx(show.get("parameters"))
     loaded = _loaded_context(root, model, timeout)
@@ -135,22 +178,6 @@ def check_ollama_context(
     if warn and info.truncates:
         warnings.warn(info.message, OllamaContextWarning, stacklevel=2)
     return info
-
-
-def _post_json(url: str, payload: Mapping[str, Any], timeout: float) -> dict[str, Any]:
-    data = json.dumps(payload).encode()
-    request = urllib.request.Request(
-        url, data=data, headers={"Content-Type": "application/json"}, method="POST"
-    )
-    return _read_json(request, timeout)
-
-
-def _read_json(request: urllib.request.Request | str, timeout: float) -> dict[str, Any]:
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        value = json.loads(response.read().decode("utf-8"))
-    if not isinstance(value, dict):
-        raise ValueError("Ollama answered with something other than a JSON object")
-    return value
 
 
 def _trained_context(model_info: Any) -> int | None:
@@ -174,7 +201,7 @@ def _num_ctx(parameters: Any) -> int | None:
 def _loaded_context(root: str, model: str, timeout: float) -> int | None:
     """The context of ``model`` as loaded right now (``/api/ps``), or None."""
     try:
-        running = _read_json(f"{root}/api/ps", timeout)
+        running = get_json(f"{root}/api/ps", timeout)
     except (OSError, ValueError):
         return None
     for entry in running.get("models") or ():

@@ -33,6 +33,7 @@ from contextfold.providers._errors import map_sdk_errors
 from contextfold.providers._estimated_usage import UsageEstimatedWarning, estimated_usage
 from contextfold.providers._retry import RetryPolicy
 from contextfold.providers._sdk import SDKClients, resolve_api_key, wire_dict
+from contextfold.providers._server_window import WindowCheck, check_server_window
 from contextfold.providers.base import (
     BaseChatModel,
     ChatRequest,
@@ -230,6 +231,7 @@ class OpenAIChat(BaseChatModel):
             async_client,
         )
         self.ollama_context: OllamaContext | None = None
+        self.server_window: WindowCheck | None = None
         self._token_counter = token_counter
         self._warned_no_usage = False
 
@@ -263,6 +265,26 @@ class OpenAIChat(BaseChatModel):
         info = check_ollama_context(self.model, planned_window, base_url=self.base_url, warn=warn)
         self.ollama_context = info
         return info
+
+    def check_server_window(
+        self, planned_window: int, *, name: str | None = None, warn: bool = True
+    ) -> WindowCheck:
+        """Ask the server behind ``base_url`` how many tokens a request may hold (llama.cpp's
+        ``/props``, vLLM's ``/v1/models``); warns when ``planned_window`` is larger or cannot be
+        confirmed, and records the finding in :attr:`server_window`. ``name`` is the
+        ``provider/model`` the user wrote, for the warning's advice."""
+        if self.base_url is None:
+            raise ValueError("check_server_window needs a base_url: OpenAI's own API has none")
+        api_key = self._api_key or os.environ.get(self.api_key_env)
+        self.server_window = check_server_window(
+            name or f"{self.provider}/{self.model}",
+            planned_window,
+            base_url=self.base_url,
+            model=self.model,
+            api_key=api_key,
+            warn=warn,
+        )
+        return self.server_window
 
     # -- clients ---------------------------------------------------------------------------------
 
