@@ -122,14 +122,14 @@ class ToolCallPart:
         """True when ``arguments`` parses as a JSON object."""
         try:
             return isinstance(json.loads(self.arguments), dict)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
             return False
 
     def args(self) -> dict[str, Any]:
         """The parsed arguments; an empty dict when the text is not a JSON object."""
         try:
             value = json.loads(self.arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             return {}
         return value if isinstance(value, dict) else {}
 

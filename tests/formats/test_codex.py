@@ -205,9 +205,19 @@ def test_invalid_arguments_are_kept_and_reported(tmp_path: Path) -> None:
     assert len(transcript.warnings) == 1 and "'k'" in transcript.warnings[0]
 
 
-def test_a_cut_off_last_line_names_the_line(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "r.jsonl", SESSION[:5])
+def test_a_cut_off_last_line_is_left_out_with_a_warning_naming_it(tmp_path: Path) -> None:
+    # A rollout still being written ends mid-line: the lines before it are read.
+    whole = load_transcript(write_jsonl(tmp_path / "r.jsonl", SESSION[:5]))
+    path = tmp_path / "r.jsonl"
     path.write_text(path.read_text() + '{"timestamp": "2026-03-01T10', encoding="utf-8")
+    transcript = load_transcript(path)
+    assert transcript.warnings[0].startswith("line 6 is incomplete")
+    assert transcript.messages == whole.messages
+
+
+def test_a_cut_off_line_ended_by_a_newline_names_the_line(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "r.jsonl", SESSION[:5])
+    path.write_text(path.read_text() + '{"timestamp": "2026-03-01T10\n', encoding="utf-8")
     with pytest.raises(FormatError) as caught:
         load_transcript(path)
     assert caught.value.line == 6 and caught.value.path == str(path)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+import re
+import reprlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,12 +22,23 @@ from contextfold.messages import Message
 from contextfold.tools import ToolSpec
 
 __all__ = [
+    "EARLIEST_TIME",
+    "LATEST_TIME",
+    "MAX_NESTING",
+    "MAX_REPORTED_TOKENS",
     "JsonLine",
+    "MessageError",
     "SourceFile",
+    "as_id",
+    "as_text",
     "child",
     "most_common",
     "parse_timestamp",
     "read_source",
+    "shown",
+    "string",
+    "token_count",
+    "too_deep",
     "tool_specs",
     "with_ids",
 ]
@@ -41,12 +54,18 @@ class JsonLine:
 
 @dataclass(frozen=True)
 class SourceFile:
-    """A parsed file: ``document`` for a JSON file, ``lines`` for a JSON Lines file."""
+    """A parsed file: ``document`` for a JSON file, ``lines`` for a JSON Lines file.
+
+    ``first_line`` is where the content starts (what a complaint about the whole document names);
+    ``warnings`` say what was left out while reading (an incomplete last line).
+    """
 
     path: str
     shape: Literal["json", "jsonl"]
     document: Any = None
     lines: list[JsonLine] = field(default_factory=list)
+    first_line: int = 1
+    warnings: tuple[str, ...] = ()
 
     @property
     def stem(self) -> str:
@@ -72,12 +91,52 @@ class SourceFile:
         """This file read as JSON Lines: a one-line JSON Lines file parses as a single JSON
         object, which line-based formats read as their only record."""
         if self.shape == "json" and isinstance(self.document, Mapping):
-            return SourceFile(self.path, "jsonl", lines=[JsonLine(1, self.document)])
+            return replace(
+                self, shape="jsonl", document=None, lines=[JsonLine(self.first_line, self.document)]
+            )
         return self
 
     def error(self, message: str, line: int | None = None) -> FormatError:
-        """A :class:`FormatError` about this file."""
-        return FormatError(message, path=self.path, line=line)
+        """A :class:`FormatError` about this file, at ``line`` or else where the content starts."""
+        return FormatError(message, path=self.path, line=line or self.first_line)
+
+    def error_at(self, message: str, keys: Sequence[str | int | None]) -> FormatError:
+        """A :class:`FormatError` about the value a JSON document holds at ``keys`` (e.g.
+        ``("messages", 3)``), naming the line where that value starts (where the content starts
+        when it cannot be found, e.g. for an unknown index)."""
+        return self.error(message, _line_of(self.path, keys))
+
+
+class MessageError(FormatError):
+    """A message of a list could not be read; ``index`` is its position in the list, so that an
+    importer can name the line where it starts (:meth:`SourceFile.error_at`)."""
+
+    def __init__(self, message: str, *, index: int | None, path: str | None = None) -> None:
+        self.index = index
+        prefix = f"message {index}: " if index is not None else ""
+        super().__init__(prefix + message, path=path)
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading files
+# --------------------------------------------------------------------------------------------------
+
+_DECODER = json.JSONDecoder()
+_WHITESPACE = re.compile(r"[ \t\n\r]*")  # what JSON itself counts as whitespace
+
+
+def _skip_space(text: str, position: int, end: int | None = None) -> int:
+    """The first position from ``position`` (before ``end``) that is not JSON whitespace."""
+    match = _WHITESPACE.match(text, position, len(text) if end is None else end)
+    assert match is not None  # the pattern matches the empty string
+    return match.end()
+
+
+MAX_NESTING = 128
+"""Deepest nesting of arrays and objects a file may hold. Real transcripts stay near 10 levels;
+the bound leaves Python's recursion (about 1,000 levels in all) room for every later step that
+recurses into a value: writing it as JSON, showing it, storing it."""
+_NESTED_TOO_DEEPLY = f"nested too deeply (more than {MAX_NESTING} levels of arrays and objects)"
 
 
 def read_source(path: str | os.PathLike[str]) -> SourceFile:
@@ -85,51 +144,193 @@ def read_source(path: str | os.PathLike[str]) -> SourceFile:
 
     A file is JSON Lines when its first line is a complete JSON value and more values follow.
     Raises :class:`FormatError` naming the file and the 1-based line of the first bad record.
+    A last line that is incomplete and not ended by a newline (a file still being written) is
+    left out with a warning (:attr:`SourceFile.warnings`), when complete records precede it.
     """
     name = os.fspath(path)
-    try:
-        text = Path(name).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise FormatError(f"not UTF-8 text ({exc.reason})", path=name) from None
-    except OSError as exc:
-        raise FormatError(f"cannot read the file: {exc.strerror or exc}", path=name) from None
-    if not text.strip():
+    text = _read_text(name)
+    start = _skip_space(text, 0)
+    if start == len(text):
         raise FormatError("the file is empty", path=name)
+    first_line = text.count("\n", 0, start) + 1
     try:
-        return SourceFile(name, "json", document=json.loads(text))
-    except json.JSONDecodeError as exc:
-        whole_error = exc
-    if whole_error.msg != "Extra data" and not _first_line_parses(text):
-        raise FormatError(f"invalid JSON: {whole_error.msg}", path=name, line=whole_error.lineno)
-    return SourceFile(name, "jsonl", lines=list(_parse_lines(text, name)))
+        first, end = _DECODER.raw_decode(text, start)
+    except (ValueError, RecursionError) as exc:
+        raise _json_error(exc, "invalid JSON", name, first_line) from None
+    _check_nesting(first, name, first_line)
+    after = _skip_space(text, end)
+    if after == len(text):
+        return SourceFile(name, "json", document=first, first_line=first_line)
+    if text.find("\n", start, end) < 0:
+        # A value that ends its line, then more: JSON Lines. (A value over several lines
+        # followed by more is a document with extra data, reported below.)
+        lines, warnings = _parse_lines(text, end, first_line, name)
+        return SourceFile(
+            name,
+            "jsonl",
+            lines=[JsonLine(first_line, first), *lines],
+            first_line=first_line,
+            warnings=warnings,
+        )
+    raise FormatError("invalid JSON: Extra data", path=name, line=text.count("\n", 0, after) + 1)
 
 
-def _first_line_parses(text: str) -> bool:
-    first = text.lstrip().split("\n", 1)[0]
+def _read_text(path: str) -> str:
     try:
-        json.loads(first)
-    except json.JSONDecodeError:
-        return False
-    return True
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise FormatError(f"cannot read the file: {exc.strerror or exc}", path=path) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise FormatError(f"not UTF-8 text ({exc.reason})", path=path, line=line) from None
 
 
-def _parse_lines(text: str, path: str) -> Iterator[JsonLine]:
-    for number, raw in enumerate(text.split("\n"), start=1):
-        if not raw.strip():
-            continue
+def _json_error(exc: ValueError | RecursionError, what: str, path: str, line: int) -> FormatError:
+    """The FormatError for a value the JSON reader refused, at ``line`` unless it says where."""
+    if isinstance(exc, RecursionError):
+        return FormatError(_NESTED_TOO_DEEPLY, path=path, line=line)
+    if isinstance(exc, json.JSONDecodeError):
+        return FormatError(f"{what}: {exc.msg}", path=path, line=exc.lineno)
+    # Not JSON's own rule: Python's limit on digits in an integer, for instance.
+    return FormatError(f"{what}: {exc}", path=path, line=line)
+
+
+def _parse_lines(
+    text: str, position: int, line: int, path: str
+) -> tuple[list[JsonLine], tuple[str, ...]]:
+    """The records after the first, which ended at ``position`` on ``line``; and the warning
+    about an incomplete last line, if one was left out.
+
+    Records are decoded in place (no copy of each line), so reading holds the text and the
+    values only.
+    """
+    records: list[JsonLine] = []
+    while True:
+        line_end = text.find("\n", position)
+        rest_end = len(text) if line_end < 0 else line_end
+        # What follows a record on its own line must be whitespace.
+        start = _skip_space(text, position, rest_end)
+        if start < rest_end:
+            raise FormatError("invalid JSON record: Extra data", path=path, line=line)
+        if line_end < 0:
+            return records, ()
+        # The next non-blank line.
+        position = line_end + 1
+        line += 1
+        start = _skip_space(text, position)
+        if start == len(text):
+            return records, ()
+        line += text.count("\n", position, start)
+        line_end = text.find("\n", start)
         try:
-            yield JsonLine(number, json.loads(raw))
+            value, position = _DECODER.raw_decode(text, start)
         except json.JSONDecodeError as exc:
-            raise FormatError(f"invalid JSON record: {exc.msg}", path=path, line=number) from None
+            if line_end < 0:  # the first record, at least, is complete
+                return records, (_incomplete_last_line(line),)
+            raise FormatError(f"invalid JSON record: {exc.msg}", path=path, line=line) from None
+        except (ValueError, RecursionError) as exc:
+            raise _json_error(exc, "invalid JSON record", path, line) from None
+        if 0 <= line_end < position:
+            raise FormatError(
+                "invalid JSON record: the record goes on past the end of its line",
+                path=path,
+                line=line,
+            )
+        _check_nesting(value, path, line)
+        records.append(JsonLine(line, value))
+
+
+def _check_nesting(value: Any, path: str, line: int) -> None:
+    if too_deep(value):
+        raise FormatError(_NESTED_TOO_DEEPLY, path=path, line=line)
+
+
+def too_deep(value: Any) -> bool:
+    """Whether ``value`` nests arrays and objects deeper than :data:`MAX_NESTING` (walked without
+    recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return True
+        for item in node.values() if isinstance(node, dict) else node:
+            if isinstance(item, dict | list):
+                stack.append((item, depth + 1))
+    return False
+
+
+def _incomplete_last_line(line: int) -> str:
+    return (
+        f"line {line} is incomplete (no newline ends it: the file may still be being written); "
+        f"read up to line {line - 1}"
+    )
+
+
+def _line_of(path: str, keys: Sequence[str | int | None]) -> int | None:
+    """The line where the value at ``keys`` starts in the JSON document of ``path`` (read again:
+    only errors need it); ``None`` when it cannot be found."""
+    try:
+        text = _read_text(path)
+        position: int | None = _skip_space(text, 0)
+        for key in keys:
+            if position is None or key is None:
+                return None
+            position = _member_start(text, position, key)
+    except (FormatError, ValueError, RecursionError):
+        return None
+    return None if position is None else text.count("\n", 0, position) + 1
+
+
+def _member_start(text: str, position: int, key: str | int) -> int | None:
+    """Where the member ``key`` of the object (or item ``key`` of the array) starting at
+    ``position`` starts; the last one wins for a repeated key, as when the file was parsed."""
+    opening = text[position : position + 1]
+    if opening != ("[" if isinstance(key, int) else "{"):
+        return None
+    found: int | None = None
+    index = 0
+    position = _skip_space(text, position + 1)
+    while position < len(text) and text[position] not in "]}":
+        if opening == "{":
+            name, position = _DECODER.raw_decode(text, position)
+            position = _skip_space(text, position) + 1  # past the colon
+            position = _skip_space(text, position)
+            if name == key:
+                found = position
+        elif index == key:
+            return position
+        _, position = _DECODER.raw_decode(text, position)
+        position = _skip_space(text, position)
+        if text[position : position + 1] == ",":
+            position = _skip_space(text, position + 1)
+        index += 1
+    return found
+
+
+# --------------------------------------------------------------------------------------------------
+# Values inside records
+# --------------------------------------------------------------------------------------------------
+
+EARLIEST_TIME = datetime(1, 1, 2, tzinfo=UTC).timestamp()
+LATEST_TIME = datetime(9999, 12, 30, tzinfo=UTC).timestamp()
+"""Times outside these (a day inside the range of Python's dates, whatever the time zone) are
+read as unknown: they could not be shown as dates."""
+_MILLISECONDS_ABOVE = 1e11
+"""Numbers above this are milliseconds, not seconds (1e11 seconds is the year 5138)."""
 
 
 def parse_timestamp(value: Any) -> float | None:
-    """Seconds since the epoch from an ISO-8601 string or a number; ``None`` when unreadable."""
+    """Seconds since the epoch from an ISO-8601 string or a number; ``None`` when unreadable or
+    out of the range of dates (:data:`EARLIEST_TIME` to :data:`LATEST_TIME`)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        # Milliseconds are told apart from seconds by size (year 5138 in seconds).
-        return float(value) / 1000 if value > 1e11 else float(value)
+        # Compared before any division: a huge integer does not fit a float.
+        if value > _MILLISECONDS_ABOVE and value <= LATEST_TIME * 1000:
+            value = value / 1000
+        return float(value) if EARLIEST_TIME <= value <= LATEST_TIME else None
     if not isinstance(value, str) or not value:
         return None
     try:
@@ -137,7 +338,74 @@ def parse_timestamp(value: Any) -> float | None:
     except ValueError:
         return None
     # A time without a zone is read as UTC, so the result does not depend on the machine.
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+    seconds = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+    return seconds if EARLIEST_TIME <= seconds <= LATEST_TIME else None
+
+
+MAX_REPORTED_TOKENS = 10**12
+"""A reported token count above this is not a count (no window comes near a trillion tokens)."""
+
+
+def token_count(value: Any) -> int | None:
+    """A token count a transcript reported: a whole number from 0 to
+    :data:`MAX_REPORTED_TOKENS` (a float or a string of digits is accepted); ``None`` for
+    anything else."""
+    if isinstance(value, str):
+        digits = value.strip()
+        value = int(digits) if digits.isdecimal() and len(digits) <= _COUNT_DIGITS else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    # NaN fails both comparisons; infinities and huge integers fail the second.
+    return int(value) if 0 <= value <= MAX_REPORTED_TOKENS else None
+
+
+_COUNT_DIGITS = len(str(MAX_REPORTED_TOKENS))
+
+
+def shown(value: Any) -> str:
+    """A short repr of a value from a file, for error messages (deep or long values elided)."""
+    return _SHORT_REPR.repr(value)
+
+
+def _short_repr() -> reprlib.Repr:
+    short = reprlib.Repr()
+    short.maxlevel, short.maxstring, short.maxother = 2, 40, 40
+    short.maxlist = short.maxdict = short.maxtuple = 3
+    return short
+
+
+_SHORT_REPR = _short_repr()
+
+
+def as_text(value: Any) -> str:
+    """A field that should hold text, as text: a string as it is, nothing as ``""``, a number as
+    written, and a list or object as compact JSON (never Python's repr)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, int | float):  # bool included
+        return json.dumps(value)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def as_id(value: Any) -> str | None:
+    """An id or a name from a file: a non-empty string, or a whole number as text; ``None``
+    for anything else."""
+    if isinstance(value, str):
+        return value or None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def string(parent: Any, key: str) -> str | None:
+    """``parent[key]`` when ``parent`` is a JSON object and the value a string, else ``None``:
+    for reading fields that must be text (types, roles, ids) from records that may hold anything."""
+    if not isinstance(parent, Mapping):
+        return None
+    value = parent.get(key)
+    return value if isinstance(value, str) else None
 
 
 def with_ids(messages: Iterable[Message], prefix: str) -> list[Message]:
@@ -150,7 +418,7 @@ def most_common(values: Iterable[str | None]) -> str | None:
     """The most frequent non-empty value (the first seen wins a tie)."""
     counts: dict[str, int] = {}
     for value in values:
-        if value:
+        if isinstance(value, str) and value:
             counts[value] = counts.get(value, 0) + 1
     return max(counts, key=lambda v: counts[v]) if counts else None
 

@@ -17,7 +17,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextfold._exceptions import FormatError
+from contextfold.formats._common import (
+    MessageError,
+    as_id,
+    as_text,
+    child,
+    shown,
+    string,
+    token_count,
+)
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -156,7 +164,7 @@ def _block(part: Part) -> dict[str, Any] | None:
     if isinstance(part, ToolCallPart):
         try:
             parsed = json.loads(part.arguments)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deeply to read
             parsed = None
         # tool_use.input must be an object; invalid JSON travels verbatim under one key.
         tool_input = parsed if isinstance(parsed, dict) else {_RAW_ARGUMENTS_KEY: part.arguments}
@@ -214,7 +222,7 @@ def from_anthropic(
     if isinstance(system, str) and system:
         out.append(Message.system(system))
     elif system:
-        text = "\n\n".join(str(b.get("text", "")) for b in system if isinstance(b, Mapping))
+        text = "\n\n".join(as_text(b.get("text")) for b in system if isinstance(b, Mapping))
         if text:
             out.append(Message.system(text))
     call_names: dict[str, str] = {}
@@ -230,17 +238,17 @@ def from_anthropic_message(
     path: str | None = None,
     index: int | None = None,
 ) -> list[Message]:
-    """Read one messages-API message; a user turn with tool results may yield two messages."""
+    """Read one messages-API message; a user turn with tool results may yield two messages.
+    A :class:`MessageError` (a :class:`FormatError` carrying ``index``) when it is not one."""
     if not isinstance(raw, Mapping):
-        raise FormatError(
-            f"message {index}: expected an object, got {type(raw).__name__}", path=path
-        )
+        raise MessageError(f"expected an object, got {type(raw).__name__}", index=index, path=path)
     names = call_names if call_names is not None else {}
-    role = raw.get("role")
+    role = string(raw, "role")
     content = raw.get("content")
-    blocks: list[Any] = (
-        [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-    )
+    # Content is text or a list of blocks; anything else holds nothing readable.
+    blocks: list[Any] = [{"type": "text", "text": content}] if isinstance(content, str) else []
+    if isinstance(content, list):
+        blocks = content
     if role == "assistant":
         parts = [p for p in (_assistant_part(b) for b in blocks) if p is not None]
         for part in parts:
@@ -250,7 +258,7 @@ def from_anthropic_message(
         meta = Meta(flags=("invalid_arguments",) if invalid else ())
         return [Message("assistant", tuple(parts), meta=meta)]
     if role != "user":
-        raise FormatError(f"message {index}: unknown role {role!r}", path=path)
+        raise MessageError(f"unknown role {shown(raw.get('role'))}", index=index, path=path)
     results: list[Part] = []
     others: list[Part] = []
     for block in blocks:
@@ -273,18 +281,18 @@ def _assistant_part(block: Any) -> Part | None:
         return None
     kind = block.get("type")
     if kind == "text":
-        return TextPart(str(block.get("text", "")))
+        return TextPart(as_text(block.get("text")))
     if kind == "thinking":
-        return ThinkingPart(str(block.get("thinking", "")), block.get("signature"))
+        return ThinkingPart(as_text(block.get("thinking")), string(block, "signature"))
     if kind == "redacted_thinking":
-        return ThinkingPart("", None, str(block.get("data", "")))
+        return ThinkingPart("", None, as_text(block.get("data")))
     if kind in ("tool_use", "server_tool_use"):
         tool_input = block.get("input", {})
         if isinstance(tool_input, Mapping) and set(tool_input) == {_RAW_ARGUMENTS_KEY}:
-            arguments = str(tool_input[_RAW_ARGUMENTS_KEY])
+            arguments = as_text(tool_input[_RAW_ARGUMENTS_KEY])
         else:
-            arguments = json.dumps(tool_input, ensure_ascii=False, separators=(",", ":"))
-        return ToolCallPart(str(block.get("id", "")), str(block.get("name", "")), arguments)
+            arguments = as_text(tool_input)
+        return ToolCallPart(as_id(block.get("id")) or "", as_text(block.get("name")), arguments)
     return None
 
 
@@ -295,25 +303,24 @@ def _user_part(block: Any) -> Part | None:
         return None
     kind = block.get("type")
     if kind == "text":
-        return TextPart(str(block.get("text", "")))
+        return TextPart(as_text(block.get("text")))
     if kind == "image":
         return _image_part(block)
     if kind == "document":
-        title = block.get("title") or "document"
-        return TextPart(f"[{title}]")
+        return TextPart(f"[{as_text(block.get('title')) or 'document'}]")
     return None
 
 
 def _image_part(block: Mapping[str, Any]) -> ImagePart:
-    source = block.get("source") or {}
+    source = child(block, "source")
     if source.get("type") == "base64":
-        media_type = str(source.get("media_type", "application/octet-stream"))
-        return ImagePart(f"data:{media_type};base64,{source.get('data', '')}", media_type)
-    return ImagePart(str(source.get("url", "")))
+        media_type = string(source, "media_type") or "application/octet-stream"
+        return ImagePart(f"data:{media_type};base64,{as_text(source.get('data'))}", media_type)
+    return ImagePart(as_text(source.get("url")))
 
 
 def _tool_result(block: Mapping[str, Any], names: Mapping[str, str]) -> ToolResultPart:
-    call_id = str(block.get("tool_use_id", ""))
+    call_id = as_id(block.get("tool_use_id")) or ""
     content = block.get("content")
     texts: list[str] = []
     images: list[ImagePart] = []
@@ -324,7 +331,7 @@ def _tool_result(block: Mapping[str, Any], names: Mapping[str, str]) -> ToolResu
             if not isinstance(item, Mapping):
                 continue
             if item.get("type") == "text":
-                texts.append(str(item.get("text", "")))
+                texts.append(as_text(item.get("text")))
             elif item.get("type") == "image":
                 images.append(_image_part(item))
     return ToolResultPart(
@@ -341,20 +348,21 @@ def _tool_result(block: Mapping[str, Any], names: Mapping[str, str]) -> ToolResu
 # --------------------------------------------------------------------------------------------------
 
 
-def usage_from_anthropic(usage: Mapping[str, Any] | None) -> Usage | None:
-    """Neutral usage from a messages-API ``usage`` object.
+def usage_from_anthropic(usage: Any) -> Usage | None:
+    """Neutral usage from a messages-API ``usage`` object; ``None`` when there is none or it is
+    not an object. A count that is not a whole number of tokens reads as 0.
 
     Anthropic's ``input_tokens`` excludes cached tokens; the neutral ``input_tokens`` is the whole
     prompt, so cache writes and reads are added back in.
     """
-    if not usage:
+    if not usage or not isinstance(usage, Mapping):
         return None
-    uncached = int(usage.get("input_tokens") or 0)
-    cache_write = int(usage.get("cache_creation_input_tokens") or 0)
-    cache_read = int(usage.get("cache_read_input_tokens") or 0)
+    uncached = token_count(usage.get("input_tokens")) or 0
+    cache_write = token_count(usage.get("cache_creation_input_tokens")) or 0
+    cache_read = token_count(usage.get("cache_read_input_tokens")) or 0
     return Usage(
         input_tokens=uncached + cache_write + cache_read,
-        output_tokens=int(usage.get("output_tokens") or 0),
+        output_tokens=token_count(usage.get("output_tokens")) or 0,
         cache_read_tokens=cache_read,
         cache_write_tokens=cache_write,
     )

@@ -34,10 +34,13 @@ from typing import Any
 from contextfold._exceptions import FormatError
 from contextfold.formats._common import (
     SourceFile,
+    as_id,
     child,
     most_common,
     parse_timestamp,
     read_source,
+    string,
+    token_count,
 )
 from contextfold.formats.anthropic import from_anthropic_message, usage_from_anthropic
 from contextfold.formats.transcript import RecordedCompaction, Transcript, flag_invalid_arguments
@@ -71,7 +74,7 @@ def looks_like_claude_code(source: SourceFile) -> bool:
     head = [r.value for r in source.lines[:20] if isinstance(r.value, Mapping)]
     return (
         bool(head)
-        and all(r.get("type") in _RECORD_TYPES and "payload" not in r for r in head)
+        and all(string(r, "type") in _RECORD_TYPES and "payload" not in r for r in head)
         and any(key in r for r in head for key in _SOURCE_KEYS)
     )
 
@@ -91,6 +94,7 @@ def claude_code_from_source(source: SourceFile, *, subagents: bool = True) -> Tr
     all_side = bool(conversational) and all(r[1].get("isSidechain") for r in conversational)
     main = [r for r in records if all_side or not r[1].get("isSidechain")]
     transcript = _build(main, source)
+    transcript.warnings[:0] = source.warnings
     transcript.title = _title(records)
     if not all_side:
         transcript.subagents.extend(_sidechains(records, source))
@@ -135,7 +139,7 @@ def _build(records: Sequence[Record], source: SourceFile) -> Transcript:
         format=FORMAT,
         path=source.path,
         model=most_common(m for m in models if m != _SYNTHETIC_MODEL),
-        session_id=first.get("sessionId"),
+        session_id=string(first, "sessionId"),
         compactions=builder.compactions,
         metadata=metadata,
         warnings=warnings,
@@ -162,17 +166,17 @@ def _final_branch(records: Sequence[Record]) -> tuple[list[Record], list[Record]
         node = by_uuid.get(parent) if parent else None
 
     response_ids = {
-        _message(r).get("id")
+        string(_message(r), "id")
         for _, r in conversation
-        if r.get("type") == "assistant" and r.get("uuid") in chain
+        if r.get("type") == "assistant" and string(r, "uuid") in chain
     } - {None}
     kept: list[Record] = []
     dropped: list[Record] = []
     call_ids: set[str] = set()
     for line, record in conversation:
-        keep = record.get("uuid") in chain
+        keep = string(record, "uuid") in chain
         if not keep and record.get("type") == "assistant":
-            keep = _message(record).get("id") in response_ids
+            keep = string(_message(record), "id") in response_ids
         elif not keep and record.get("type") == "user":
             result_ids = _tool_result_ids(record)
             keep = bool(result_ids) and result_ids <= call_ids
@@ -195,14 +199,14 @@ def _blocks(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _tool_use_ids(record: Mapping[str, Any]) -> set[str]:
-    return {str(b.get("id")) for b in _blocks(record) if b.get("type") == "tool_use"}
+    return {as_id(b.get("id")) or "" for b in _blocks(record) if b.get("type") == "tool_use"}
 
 
 def _tool_result_ids(record: Mapping[str, Any]) -> set[str]:
     blocks = _blocks(record)
     if not blocks or any(b.get("type") != "tool_result" for b in blocks):
         return set()
-    return {str(b.get("tool_use_id")) for b in blocks}
+    return {as_id(b.get("tool_use_id")) or "" for b in blocks}
 
 
 class _Builder:
@@ -251,7 +255,7 @@ class _Builder:
     def _add_assistant(self, line: int, record: Mapping[str, Any]) -> None:
         [converted] = self._convert(line, record, "assistant")
         raw = _message(record)
-        response_id = raw.get("id") if isinstance(raw.get("id"), str) else None
+        response_id = string(raw, "id")
         usage = usage_from_anthropic(raw.get("usage"))
         position = self._responses.get(response_id) if response_id else None
         if position is not None:
@@ -263,7 +267,7 @@ class _Builder:
                 usage=_fuller(earlier.meta.usage, usage), provider=provider
             )
             return
-        model = raw.get("model")
+        model = string(raw, "model")
         provider = {
             key: value
             for key, value in (
@@ -327,7 +331,7 @@ class _Builder:
             RecordedCompaction(
                 index=len(self.messages),
                 trigger=_str_or_none(details.get("trigger")),
-                pre_tokens=_int_or_none(details.get("preTokens")),
+                pre_tokens=token_count(details.get("preTokens")),
                 summary_text=summary_text,
                 summary_message_id=summary_id,
             )
@@ -342,10 +346,6 @@ def _fuller(first: Usage | None, second: Usage | None) -> Usage | None:
 
 def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _title(records: Sequence[Record]) -> str | None:
@@ -368,7 +368,9 @@ def _sidechains(records: Sequence[Record], source: SourceFile) -> list[Transcrip
     groups: dict[str, list[Record]] = {}
     for line, record in records:
         if record.get("isSidechain"):
-            groups.setdefault(str(record.get("agentId") or "sidechain"), []).append((line, record))
+            groups.setdefault(as_id(record.get("agentId")) or "sidechain", []).append(
+                (line, record)
+            )
     out = []
     for agent_id, group in groups.items():
         transcript = _build(group, source)

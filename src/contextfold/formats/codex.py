@@ -28,10 +28,14 @@ from typing import Any
 
 from contextfold.formats._common import (
     SourceFile,
+    as_id,
+    as_text,
     child,
     most_common,
     parse_timestamp,
     read_source,
+    string,
+    token_count,
     tool_specs,
 )
 from contextfold.formats.transcript import RecordedCompaction, Transcript, flag_invalid_arguments
@@ -66,7 +70,7 @@ _INJECTED_PREFIXES = (
     "# AGENTS.md instructions",
     "<permissions instructions>",
 )
-_EXIT_CODE_LINE = re.compile(r"^Exit code: (-?\d+)")
+_EXIT_CODE_LINE = re.compile(r"^Exit code: (-?\d{1,9})(?!\d)")
 
 
 def looks_like_codex(source: SourceFile) -> bool:
@@ -74,9 +78,9 @@ def looks_like_codex(source: SourceFile) -> bool:
     head = [r.value for r in source.lines[:20] if isinstance(r.value, Mapping)]
     if not head:
         return False
-    enveloped = all(r.get("type") in _LINE_TYPES and "payload" in r for r in head)
+    enveloped = all(string(r, "type") in _LINE_TYPES and "payload" in r for r in head)
     legacy = _is_legacy_meta(head[0]) and all(
-        r.get("type") in _RESPONSE_ITEM_TYPES or "record_type" in r for r in head[1:]
+        string(r, "type") in _RESPONSE_ITEM_TYPES or "record_type" in r for r in head[1:]
     )
     return enveloped or (legacy and len(head) > 1)
 
@@ -96,6 +100,7 @@ def codex_from_source(source: SourceFile) -> Transcript:
         kind, payload = _unwrap(record, first=line == source.lines[0].line)
         builder.add(line, kind, payload, parse_timestamp(record.get("timestamp")))
     messages, warnings = flag_invalid_arguments(builder.finish())
+    warnings[:0] = source.warnings
     return Transcript(
         messages=messages,
         format=FORMAT,
@@ -116,10 +121,10 @@ def _is_legacy_meta(record: Mapping[str, Any]) -> bool:
 def _unwrap(record: Mapping[str, Any], *, first: bool) -> tuple[str, Mapping[str, Any]]:
     """(line type, payload), reading the early envelope-less lines as well."""
     if "payload" in record:
-        return str(record.get("type")), child(record, "payload")
+        return string(record, "type") or "", child(record, "payload")
     if first and _is_legacy_meta(record):
         return "session_meta", record
-    if record.get("type") in _RESPONSE_ITEM_TYPES:
+    if string(record, "type") in _RESPONSE_ITEM_TYPES:
         return "response_item", record
     return "ignored", record
 
@@ -155,8 +160,7 @@ class _Builder:
         elif kind == "event_msg" and payload.get("type") == "token_count":
             self._token_count(payload)
         elif kind == "compacted":
-            message = payload.get("message")
-            self._summary(line, str(message) if message is not None else "", at, flags=())
+            self._summary(line, as_text(payload.get("message")), at, flags=())
         elif kind == "response_item":
             self._item(line, payload, at)
 
@@ -178,12 +182,13 @@ class _Builder:
         last = child(info, "last_token_usage")
         if not last:
             return
-        if isinstance(info.get("model_context_window"), int):
-            self.metadata["model_context_window"] = info["model_context_window"]
+        window = token_count(info.get("model_context_window"))
+        if window is not None:
+            self.metadata["model_context_window"] = window
         usage = Usage(
-            input_tokens=_int(last.get("input_tokens")),
-            output_tokens=_int(last.get("output_tokens")),
-            cache_read_tokens=_int(last.get("cached_input_tokens")),
+            input_tokens=token_count(last.get("input_tokens")) or 0,
+            output_tokens=token_count(last.get("output_tokens")) or 0,
+            cache_read_tokens=token_count(last.get("cached_input_tokens")) or 0,
         )
         self._context_tokens = usage.total_tokens
         target = self._response
@@ -197,7 +202,7 @@ class _Builder:
         self._response = None
 
     def _item(self, line: int, item: Mapping[str, Any], at: float | None) -> None:
-        kind = item.get("type")
+        kind = string(item, "type")
         if kind == "message" and item.get("role") == "assistant":
             self._extend_response(line, at, _content_parts(item.get("content")), ())
         elif kind == "message":
@@ -207,22 +212,23 @@ class _Builder:
             self._extend_response(line, at, _reasoning_parts(item), ())
         elif kind == "function_call":
             call = ToolCallPart(
-                str(item.get("call_id") or item.get("id") or f"call_{line}"),
-                str(item.get("name", "")),
-                _text(item.get("arguments", "{}")),
+                _call_id(item, line),
+                as_text(item.get("name")),
+                as_text(item.get("arguments", "{}")),
             )
             self._extend_response(line, at, (call,), ())
         elif kind == "custom_tool_call":
-            call_id = str(item.get("call_id") or item.get("id") or f"call_{line}")
             call = ToolCallPart.from_args(
-                call_id, str(item.get("name", "")), {"input": _text(item.get("input", ""))}
+                _call_id(item, line),
+                as_text(item.get("name")),
+                {"input": as_text(item.get("input"))},
             )
             self._extend_response(line, at, (call,), ("custom_tool_call",))
         elif kind == "local_shell_call":
-            call_id = str(item.get("call_id") or item.get("id") or f"call_{line}")
             action = dict(child(item, "action"))
             action.pop("type", None)
-            self._extend_response(line, at, (ToolCallPart.from_args(call_id, "shell", action),), ())
+            call = ToolCallPart.from_args(_call_id(item, line), "shell", action)
+            self._extend_response(line, at, (call,), ())
         elif kind in _INPUT_SIDE:
             self._response = None
             self._output(line, item, at)
@@ -267,7 +273,7 @@ class _Builder:
         self.messages.append(Message("user", parts, self._id(line), meta))
 
     def _output(self, line: int, item: Mapping[str, Any], at: float | None) -> None:
-        call_id = str(item.get("call_id", ""))
+        call_id = as_id(item.get("call_id")) or ""
         content, images, failed = _output_content(item.get("output"))
         result = ToolResultPart(
             call_id, self._call_names.get(call_id, ""), content, failed, tuple(images)
@@ -296,14 +302,8 @@ class _Builder:
         return f"{self.source.stem}:{line}"
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+def _call_id(item: Mapping[str, Any], line: int) -> str:
+    return as_id(item.get("call_id")) or as_id(item.get("id")) or f"call_{line}"
 
 
 def _content_parts(content: Any) -> tuple[Part, ...]:
@@ -314,14 +314,14 @@ def _content_parts(content: Any) -> tuple[Part, ...]:
         if not isinstance(block, Mapping):
             continue
         if block.get("type") in ("input_text", "output_text", "text"):
-            parts.append(TextPart(str(block.get("text", ""))))
+            parts.append(TextPart(as_text(block.get("text"))))
         elif block.get("type") == "input_image":
             parts.append(_image(block.get("image_url")))
     return tuple(parts)
 
 
 def _image(url: Any) -> ImagePart:
-    text = str(url or "")
+    text = url if isinstance(url, str) else ""
     media = text[5 : text.index(";")] if text.startswith("data:") and ";" in text else None
     return ImagePart(text, media)
 
@@ -332,7 +332,7 @@ def _reasoning_parts(item: Mapping[str, Any]) -> tuple[Part, ...]:
     for key in ("content", "summary"):
         blocks = item.get(key)
         texts = [
-            str(b.get("text", ""))
+            as_text(b.get("text"))
             for b in (blocks if isinstance(blocks, list) else ())
             if isinstance(b, Mapping)
         ]
@@ -349,7 +349,7 @@ def _output_content(output: Any) -> tuple[str, list[ImagePart], bool]:
         return content, images, output.get("success") is False
     if isinstance(output, list):
         texts = [
-            str(b.get("text", ""))
+            as_text(b.get("text"))
             for b in output
             if isinstance(b, Mapping) and b.get("type") in ("input_text", "output_text")
         ]
@@ -359,7 +359,7 @@ def _output_content(output: Any) -> tuple[str, list[ImagePart], bool]:
             if isinstance(b, Mapping) and b.get("type") == "input_image"
         ]
         return "\n".join(texts), images, False
-    text = "" if output is None else _text(output)
+    text = as_text(output)
     return text, [], _exit_code(text) not in (None, 0)
 
 
@@ -373,7 +373,7 @@ def _exit_code(text: str) -> int | None:
         return None
     try:
         parsed = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to read
         return None
     code = child(parsed, "metadata").get("exit_code")
     return code if isinstance(code, int) else None

@@ -18,8 +18,16 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from contextfold._exceptions import FormatError
-from contextfold.formats._common import SourceFile, child, read_source, tool_specs, with_ids
+from contextfold.formats._common import (
+    MessageError,
+    SourceFile,
+    child,
+    read_source,
+    string,
+    tool_specs,
+    with_ids,
+)
+from contextfold.formats._typed import type_problem
 from contextfold.formats.anthropic import from_anthropic
 from contextfold.formats.openai import from_openai
 from contextfold.formats.transcript import Transcript, flag_invalid_arguments
@@ -71,16 +79,14 @@ def looks_like_anthropic_messages(document: Any) -> bool:
         for b in m["content"]
         if isinstance(b, Mapping)
     ]
-    anthropic_blocks = any(b.get("type") in _ANTHROPIC_ONLY_BLOCKS for b in blocks)
+    anthropic_blocks = any(string(b, "type") in _ANTHROPIC_ONLY_BLOCKS for b in blocks)
     return "system" in document or anthropic_blocks
 
 
 def looks_like_openai_messages(document: Any) -> bool:
     """True for a non-empty list of chat-completions messages (bare, or under ``messages``)."""
     messages = _message_list(document)
-    return bool(messages) and all(
-        isinstance(m, Mapping) and m.get("role") in _OPENAI_ROLES for m in messages or ()
-    )
+    return bool(messages) and all(string(m, "role") in _OPENAI_ROLES for m in messages or ())
 
 
 def looks_like_contextfold(source: SourceFile) -> bool:
@@ -104,17 +110,21 @@ def chat_from_source(source: SourceFile) -> Transcript:
     messages_raw = _message_list(document) if source.shape == "json" else None
     if messages_raw is None:
         raise source.error("not a message list (expected a list, or an object with 'messages')")
-    if looks_like_anthropic_messages(document):
-        system = document.get("system")
-        format_name = ANTHROPIC_FORMAT
-        converted = from_anthropic(
-            messages_raw,
-            system=system if isinstance(system, str | list) else None,
-            path=source.path,
-        )
-    else:
-        format_name = OPENAI_FORMAT
-        converted = from_openai(messages_raw, path=source.path)
+    try:
+        if looks_like_anthropic_messages(document):
+            system = document.get("system")
+            format_name = ANTHROPIC_FORMAT
+            converted = from_anthropic(
+                messages_raw,
+                system=system if isinstance(system, str | list) else None,
+                path=source.path,
+            )
+        else:
+            format_name = OPENAI_FORMAT
+            converted = from_openai(messages_raw, path=source.path)
+    except MessageError as exc:
+        keys = (exc.index,) if isinstance(document, list) else ("messages", exc.index)
+        raise source.error_at(exc.reason, keys) from None
     messages, warnings = flag_invalid_arguments(with_ids(converted, source.stem))
     envelope = document if isinstance(document, Mapping) else {}
     model = envelope.get("model")
@@ -142,17 +152,12 @@ def contextfold_from_source(source: SourceFile) -> Transcript:
         if kind == "session":
             session = record
         elif kind == "message":
-            try:
-                message = Message.from_dict(child(record, "message"))
-            except (ValueError, KeyError, TypeError) as exc:
-                raise FormatError(
-                    f"unreadable message: {exc}", path=source.path, line=line
-                ) from None
+            message = _export_message(record, source, line)
             seq = record.get("seq")
             rows.append((seq if isinstance(seq, int) else line, line, message))
     rows.sort(key=lambda row: (row[0], row[1]))
     messages, warnings = flag_invalid_arguments([message for _, _, message in rows])
-    session_id = session.get("id")
+    warnings[:0] = source.warnings
     model, title = session.get("model"), session.get("title")
     metadata = dict(child(session, "metadata"))
     if session.get("parent_id") is not None:
@@ -162,8 +167,26 @@ def contextfold_from_source(source: SourceFile) -> Transcript:
         format=CONTEXTFOLD_FORMAT,
         path=source.path,
         model=model if isinstance(model, str) else None,
-        session_id=str(session_id) if session_id is not None else source.stem,
+        session_id=string(session, "id") or source.stem,
         title=title if isinstance(title, str) else None,
         metadata=metadata,
         warnings=warnings,
     )
+
+
+def _export_message(record: Mapping[str, Any], source: SourceFile, line: int) -> Message:
+    """The message of an export's ``message`` line, checked field by field.
+
+    ``Message.from_dict`` reads back what the store wrote and trusts it: on a dict of the wrong
+    shape it fails with whatever the first bad field causes (a missing key, ``.get`` on a list,
+    ``int()`` of a word), or builds a message whose fields have the wrong types. Both are this
+    file's fault, reported at its line.
+    """
+    try:
+        message = Message.from_dict(child(record, "message"))
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
+        raise source.error(f"unreadable message: {exc}", line) from None
+    problem = type_problem(message)
+    if problem is not None:
+        raise source.error(f"unreadable message: {problem}", line)
+    return message

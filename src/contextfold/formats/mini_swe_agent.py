@@ -29,10 +29,13 @@ from dataclasses import replace
 from typing import Any, Literal, TypeAlias
 
 from contextfold.formats._common import (
+    MessageError,
     SourceFile,
+    as_id,
     child,
     parse_timestamp,
     read_source,
+    string,
     tool_specs,
 )
 from contextfold.formats.openai import from_openai_message, usage_from_openai
@@ -69,7 +72,7 @@ def looks_like_mini_swe_agent(document: Any) -> bool:
     """True when a parsed JSON document is a mini-swe-agent trajectory."""
     if not isinstance(document, Mapping) or not isinstance(document.get("messages"), list):
         return False
-    if str(document.get("trajectory_format", "")).startswith("mini-swe-agent"):
+    if (string(document, "trajectory_format") or "").startswith("mini-swe-agent"):
         return True
     info = document.get("info")
     return isinstance(info, Mapping) and "mini_version" in info
@@ -97,9 +100,12 @@ def mini_swe_agent_from_source(source: SourceFile, *, actions: ActionMode = "too
         for m in raw_messages
     )
     messages, exit_record = _read_messages(raw_messages, source)
+    regex, regex_warning = _action_regex(config)
     if not native and actions == "tools":
-        messages = _actions_as_tools(messages, _action_regex(config), info)
+        messages = _actions_as_tools(messages, regex, info)
     messages, warnings = flag_invalid_arguments(messages)
+    if regex_warning and not native and actions == "tools":
+        warnings.insert(0, regex_warning)
 
     metadata: dict[str, Any] = {"action_format": "tool_calls" if native else "text"}
     for key in ("instance_id", "trajectory_format"):
@@ -118,14 +124,14 @@ def mini_swe_agent_from_source(source: SourceFile, *, actions: ActionMode = "too
     model_config = child(config, "model")
     recorded_model = model_config.get("model_name")
     model = recorded_model if isinstance(recorded_model, str) else _response_model(messages)
-    instance_id = document.get("instance_id")
+    instance_id = as_id(document.get("instance_id"))
     return Transcript(
         messages=messages,
         format=FORMAT,
         path=source.path,
         model=model,
-        session_id=str(instance_id) if instance_id is not None else source.stem,
-        title=str(instance_id) if instance_id is not None else None,
+        session_id=instance_id or source.stem,
+        title=instance_id,
         tools=_recorded_tools(config),
         metadata=metadata,
         warnings=warnings,
@@ -144,7 +150,10 @@ def _read_messages(
             extra = raw.get("extra")
             exit_record = extra if isinstance(extra, Mapping) else {}
             continue
-        message = from_openai_message(raw, call_names=call_names, path=source.path, index=index)
+        try:
+            message = from_openai_message(raw, call_names=call_names, path=source.path, index=index)
+        except MessageError as exc:
+            raise source.error_at(exc.reason, ("messages", index)) from None
         for call in message.tool_calls:
             call_names[call.call_id] = call.name
         extra = child(raw, "extra")
@@ -171,10 +180,17 @@ def _failed(extra: Mapping[str, Any]) -> bool:
     return bool(extra.get("exception_info"))
 
 
-def _action_regex(config: Mapping[str, Any]) -> re.Pattern[str]:
-    agent = child(config, "agent")
-    pattern = agent.get("action_regex")
-    return re.compile(pattern if isinstance(pattern, str) else DEFAULT_ACTION_REGEX, re.DOTALL)
+def _action_regex(config: Mapping[str, Any]) -> tuple[re.Pattern[str], str | None]:
+    """The regex the run found actions with, and a warning when the recorded one does not
+    compile (the default is used then)."""
+    pattern = string(child(config, "agent"), "action_regex")
+    if pattern is not None:
+        try:
+            return re.compile(pattern, re.DOTALL), None
+        except (re.error, RecursionError, OverflowError) as exc:
+            warning = f"the recorded action_regex does not compile ({exc}); the default is used"
+            return re.compile(DEFAULT_ACTION_REGEX, re.DOTALL), warning
+    return re.compile(DEFAULT_ACTION_REGEX, re.DOTALL), None
 
 
 def _actions_as_tools(

@@ -16,6 +16,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from contextfold._exceptions import FormatError
+from contextfold.formats._common import (
+    MessageError,
+    as_id,
+    as_text,
+    child,
+    shown,
+    string,
+    token_count,
+    too_deep,
+)
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -155,12 +165,11 @@ def from_openai_message(
     path: str | None = None,
     index: int | None = None,
 ) -> Message:
-    """Read one chat-completions message dict."""
+    """Read one chat-completions message dict; a :class:`MessageError` (a :class:`FormatError`
+    carrying ``index``) when it is not one."""
     if not isinstance(raw, Mapping):
-        raise FormatError(
-            f"message {index}: expected an object, got {type(raw).__name__}", path=path
-        )
-    role = raw.get("role")
+        raise MessageError(f"expected an object, got {type(raw).__name__}", index=index, path=path)
+    role = string(raw, "role")
     if role in ("system", "developer"):
         flags = ("developer",) if role == "developer" else ()
         return Message("system", _parts_from_content(raw.get("content")), meta=Meta(flags=flags))
@@ -169,11 +178,11 @@ def from_openai_message(
     if role == "assistant":
         return _assistant_from_openai(raw)
     if role in ("tool", "function"):
-        call_id = str(raw.get("tool_call_id") or raw.get("name") or "")
-        name = str(raw.get("name") or (call_names or {}).get(call_id, ""))
+        call_id = as_id(raw.get("tool_call_id")) or as_id(raw.get("name")) or ""
+        name = as_id(raw.get("name")) or (call_names or {}).get(call_id, "")
         text = _text_from_content(raw.get("content"))
         return Message.tool(ToolResultPart(call_id, name, text))
-    raise FormatError(f"message {index}: unknown role {role!r}", path=path)
+    raise MessageError(f"unknown role {shown(raw.get('role'))}", index=index, path=path)
 
 
 def _assistant_from_openai(raw: Mapping[str, Any]) -> Message:
@@ -190,7 +199,7 @@ def _assistant_from_openai(raw: Mapping[str, Any]) -> Message:
     calls = parse_openai_tool_calls(raw.get("tool_calls"))
     legacy = raw.get("function_call")
     if not calls and isinstance(legacy, Mapping) and legacy.get("name"):
-        calls = [ToolCallPart("function_call", str(legacy["name"]), _arguments(legacy))]
+        calls = [ToolCallPart("function_call", as_text(legacy["name"]), _arguments(legacy))]
     parts.extend(calls)
     flags = ("invalid_arguments",) if any(not c.arguments_valid for c in calls) else ()
     return Message("assistant", tuple(parts), meta=Meta(flags=flags))
@@ -209,31 +218,29 @@ def parse_openai_tool_calls(value: Any) -> list[ToolCallPart]:
     for position, item in enumerate(value):
         if not isinstance(item, Mapping):
             continue
-        function = item.get("function") or {}
-        if not isinstance(function, Mapping):
-            function = {}
-        call_id = str(item.get("id") or f"call_{position}")
-        calls.append(ToolCallPart(call_id, str(function.get("name", "")), _arguments(function)))
+        function = child(item, "function")
+        call_id = as_id(item.get("id")) or f"call_{position}"
+        calls.append(ToolCallPart(call_id, as_text(function.get("name")), _arguments(function)))
     return calls
 
 
 def _parse_stringified(text: str) -> Any:
+    """The value a stringified field holds (JSON or a Python literal); ``None`` when it holds
+    none, or one nested too deeply to work with."""
     try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return None
+        value = json.loads(text)
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to read
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            # Whatever the text is, it is not a literal (literal_eval raises all of these).
+            return None
+    return None if too_deep(value) else value
 
 
 def _arguments(function: Mapping[str, Any]) -> str:
-    args = function.get("arguments", "{}")
-    if isinstance(args, str):
-        return args
-    # Some logs store the arguments already decoded; keep them as compact JSON text.
-    return json.dumps(args, ensure_ascii=False, separators=(",", ":"))
+    # Some logs store the arguments already decoded; they are kept as compact JSON text.
+    return as_text(function.get("arguments", "{}"))
 
 
 def _parts_from_content(content: Any) -> tuple[Part, ...]:
@@ -242,7 +249,7 @@ def _parts_from_content(content: Any) -> tuple[Part, ...]:
     if isinstance(content, str):
         return (TextPart(content),)
     if not isinstance(content, list):
-        return (TextPart(str(content)),)
+        return (TextPart(as_text(content)),)
     parts: list[Part] = []
     for block in content:
         if isinstance(block, str):
@@ -252,14 +259,13 @@ def _parts_from_content(content: Any) -> tuple[Part, ...]:
             continue
         kind = block.get("type")
         if kind in ("text", "input_text", "output_text"):
-            parts.append(TextPart(str(block.get("text", ""))))
+            parts.append(TextPart(as_text(block.get("text"))))
         elif kind == "image_url":
-            image = block.get("image_url") or {}
-            url = image.get("url", "") if isinstance(image, Mapping) else str(image)
-            detail = image.get("detail") if isinstance(image, Mapping) else None
-            parts.append(ImagePart(str(url), _media_type(str(url)), detail))
+            image = block.get("image_url")
+            url = as_text(image.get("url") if isinstance(image, Mapping) else image)
+            parts.append(ImagePart(url, _media_type(url), string(image, "detail")))
         elif kind == "refusal":
-            parts.append(TextPart(str(block.get("refusal", ""))))
+            parts.append(TextPart(as_text(block.get("refusal"))))
     return tuple(parts)
 
 
@@ -282,18 +288,20 @@ def _media_type(url: str) -> str | None:
 # --------------------------------------------------------------------------------------------------
 
 
-def usage_from_openai(usage: Mapping[str, Any] | None) -> Usage | None:
-    """Neutral usage from a chat-completions ``usage`` object (cached tokens as cache reads)."""
-    if not usage:
+def usage_from_openai(usage: Any) -> Usage | None:
+    """Neutral usage from a chat-completions ``usage`` object (cached tokens as cache reads);
+    ``None`` when there is none or it is not an object. A count that is not a whole number of
+    tokens reads as 0."""
+    if not usage or not isinstance(usage, Mapping):
         return None
-    details = usage.get("prompt_tokens_details") or {}
-    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
-    # DeepSeek reports cache hits under its own name.
-    cached = cached if cached is not None else usage.get("prompt_cache_hit_tokens", 0)
+    cached = child(usage, "prompt_tokens_details").get("cached_tokens")
+    if cached is None:
+        # DeepSeek reports cache hits under its own name.
+        cached = usage.get("prompt_cache_hit_tokens")
     return Usage(
-        input_tokens=int(usage.get("prompt_tokens") or 0),
-        output_tokens=int(usage.get("completion_tokens") or 0),
-        cache_read_tokens=int(cached or 0),
+        input_tokens=token_count(usage.get("prompt_tokens")) or 0,
+        output_tokens=token_count(usage.get("completion_tokens")) or 0,
+        cache_read_tokens=token_count(cached) or 0,
     )
 
 

@@ -12,8 +12,14 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from contextfold._exceptions import FormatError
-from contextfold.formats._common import SourceFile, child, read_source, with_ids
+from contextfold.formats._common import (
+    MessageError,
+    SourceFile,
+    as_id,
+    child,
+    read_source,
+    with_ids,
+)
 from contextfold.formats.openai import from_openai
 from contextfold.formats.transcript import Transcript, flag_invalid_arguments
 
@@ -47,8 +53,10 @@ def _run(run: Mapping[str, Any], position: int, source: SourceFile) -> Transcrip
     prefix = f"{source.stem}:{position}"
     try:
         messages = with_ids(from_openai(run["traj"], path=source.path), prefix)
-    except FormatError as exc:
-        raise source.error(f"run {position}: {exc.reason}") from None
+    except MessageError as exc:
+        raise source.error_at(
+            f"run {position}: {exc.reason}", (position, "traj", exc.index)
+        ) from None
     messages, warnings = flag_invalid_arguments(messages)
     metadata: dict[str, Any] = {"run": position}
     for key in ("task_id", "trial", "reward"):
@@ -60,7 +68,7 @@ def _run(run: Mapping[str, Any], position: int, source: SourceFile) -> Transcrip
         metadata["instruction"] = instruction
     if info:
         metadata["info"] = dict(info)
-    task_id, trial = run.get("task_id"), run.get("trial")
+    task_id, trial = as_id(run.get("task_id")), as_id(run.get("trial"))
     title = f"task {task_id}" if task_id is not None else None
     if title and trial is not None:
         title += f" (trial {trial})"
