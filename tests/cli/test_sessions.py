@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from contextfold import SessionNotFoundError, StoreError
+from contextfold import SessionNotFoundError, StoreError, UsageError
 from contextfold._paths import default_store_path
 from contextfold.cli import app
 from contextfold.store import open_store
 from tests.cli.conftest import PopulatedStore
+from tests.store.helpers import read_only_view
 
 runner = CliRunner()
 
@@ -157,3 +159,78 @@ def test_missing_store_names_the_id_and_the_file(tmp_path: Path) -> None:
     assert "'sess_x'" in str(result.exception)
     assert str(absent) in str(result.exception)
     assert not absent.exists()
+
+
+# -- bad ground ------------------------------------------------------------------------------------
+
+
+def test_reading_commands_work_on_read_only_media(
+    populated_store: PopulatedStore, tmp_path: Path
+) -> None:
+    media = tmp_path / "media"
+    media.mkdir()
+    shutil.copyfile(populated_store.path, media / "sessions.db")
+    sid = populated_store.session_id
+
+    with read_only_view(media, tmp_path / "ro") as ro:
+        on_media = str(ro / "sessions.db")
+        listed = runner.invoke(app, ["sessions", "list", "--json", "--store", on_media])
+        shown = runner.invoke(app, ["sessions", "show", sid, "--store", on_media])
+        exported = runner.invoke(app, ["sessions", "export", sid, "--store", on_media])
+        inspected = runner.invoke(app, ["inspect", sid, "--json", "--store", on_media])
+        deleted = runner.invoke(app, ["sessions", "delete", sid, "--yes", "--store", on_media])
+
+    assert [s["id"] for s in json.loads(listed.stdout)] == [sid]
+    assert "messages  13 (user 4, assistant 4, tool 4, system 1)" in shown.stdout
+    assert [json.loads(line)["kind"] for line in exported.stdout.splitlines()].count("edit") == 3
+    assert json.loads(inspected.stdout)["session"]["id"] == sid
+    assert isinstance(deleted.exception, StoreError)
+    assert f"the store is open read-only ({ro} is on a read-only file system)" in str(
+        deleted.exception
+    )
+    assert (media / "sessions.db").read_bytes() == populated_store.path.read_bytes()
+
+
+def test_export_to_a_missing_folder_fails_before_any_work(
+    populated_store: PopulatedStore, tmp_path: Path
+) -> None:
+    target = tmp_path / "no-such-folder" / "out.jsonl"
+    result = invoke(populated_store, "export", populated_store.session_id, "-o", str(target))
+    assert isinstance(result.exception, UsageError)
+    assert str(result.exception) == (
+        f"cannot write {target}: {target.parent} does not exist; create it or give another path"
+    )
+    assert not target.parent.exists()
+
+
+def test_export_under_a_file_fails_before_any_work(
+    populated_store: PopulatedStore, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("notes", encoding="utf-8")
+    result = invoke(populated_store, "export", populated_store.session_id, "-o", f"{blocker}/x")
+    assert isinstance(result.exception, UsageError)
+    assert f"{blocker} is not a folder" in str(result.exception)
+
+
+def test_export_to_a_folder_is_refused_by_the_option(
+    populated_store: PopulatedStore, tmp_path: Path
+) -> None:
+    args = ["export", populated_store.session_id, "-o", str(tmp_path)]
+    result = runner.invoke(
+        app, ["sessions", *args, "--store", str(populated_store.path)], env={"COLUMNS": "400"}
+    )
+    assert result.exit_code == 2  # typer's usage error: one message, no traceback
+    assert f"file '{tmp_path}' is a directory" in result.output
+
+
+def test_export_to_read_only_media_is_a_clear_error(
+    populated_store: PopulatedStore, tmp_path: Path
+) -> None:
+    media = tmp_path / "media"
+    media.mkdir()
+    with read_only_view(media, tmp_path / "ro") as ro:
+        target = ro / "out.jsonl"
+        result = invoke(populated_store, "export", populated_store.session_id, "-o", str(target))
+    assert isinstance(result.exception, UsageError)
+    assert str(result.exception) == f"cannot write {target}: Read-only file system"

@@ -1,12 +1,18 @@
-"""Message builders and a child-process runner shared by the store tests."""
+"""Message builders, a child-process runner and file-system setups shared by the store tests."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
 
 from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
 
@@ -80,3 +86,47 @@ def fork(body: Callable[[Callable[[str], None]], None]) -> Child:
             os._exit(code)
     os.close(write_fd)
     return Child(pid, read_fd)
+
+
+@contextmanager
+def read_only_view(folder: Path, where: Path) -> Iterator[Path]:
+    """``folder`` seen through a read-only bind mount at ``where`` (read-only media, for tests).
+
+    Needs root and ``mount``; the test is skipped, with the reason, when either is missing.
+    """
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a read-only mount needs root and the mount command")
+    where.mkdir(parents=True, exist_ok=True)
+    for command in (
+        ["mount", "--bind", str(folder), str(where)],
+        ["mount", "-o", "remount,bind,ro", str(where)],
+    ):
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            subprocess.run(["umount", str(where)], capture_output=True, check=False)
+            pytest.skip(f"cannot make a read-only mount here: {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], capture_output=True, check=True)
+
+
+UNPRIVILEGED_UID = 65534
+"""The uid (``nobody``) a root test drops to, so that permission bits apply to it."""
+
+
+def as_unprivileged(body: Callable[[], str]) -> str:
+    """``body()``'s result, computed where file permissions apply: in a child process that
+    dropped root (when running as root), else here."""
+    if os.geteuid() != 0:
+        return body()
+
+    def child(report: Callable[[str], None]) -> None:
+        os.setgid(UNPRIVILEGED_UID)
+        os.setuid(UNPRIVILEGED_UID)
+        report(body())
+
+    runner = fork(child)
+    lines = runner.lines()
+    assert runner.wait() == 0, lines
+    return "\n".join(lines)

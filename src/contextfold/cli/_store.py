@@ -1,7 +1,9 @@
 """Which session store a command reads: ``--store``, else the ``store`` setting, else the default.
 
 Reading commands never create a database: a SQLite file that does not exist yet means there is
-nothing to show, and the messages say which file was looked for.
+nothing to show, and the messages say which file was looked for. A SQLite file they cannot write
+(read-only media, no permission) is opened read-only, so it can still be listed, shown and
+exported; a command that would change it gets a ``StoreError`` saying why it cannot.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from contextfold._paths import default_store_path
 from contextfold.cli._render import print_error
 from contextfold.config import load_settings
 from contextfold.store import SessionStore, SQLiteVersionWarning, open_store
+from contextfold.store._sqlite_paths import write_problem
 from contextfold.store.postgres import redact_url
 
 __all__ = [
@@ -78,10 +81,15 @@ def store_location(option: str | None) -> StoreLocation:
 
 @contextmanager
 def open_existing_store(location: StoreLocation) -> Iterator[SessionStore]:
-    """The store at ``location``, closed afterwards; the caller checked that it exists."""
+    """The store at ``location``, closed afterwards; the caller checked that it exists.
+
+    A SQLite file that cannot be written is opened read-only (see the module docstring).
+    """
+    read_only = location.file is not None and write_problem(location.file) is not None
+    options = {"read_only": True} if read_only else {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SQLiteVersionWarning)
-        store = open_store(location.target)
+        store = open_store(location.target, **options)
     for warning in caught:
         # One clean line, as the CLI prints its errors, instead of Python's source-line format.
         print_error(str(warning.message), warning=True)

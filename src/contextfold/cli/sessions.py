@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from contextfold._exceptions import UsageError
 from contextfold.cli import _render
 from contextfold.cli._app import CommandGroup
 from contextfold.cli._render import JsonFlag
@@ -158,13 +159,18 @@ def export(
         contextfold sessions export sess_0193ab -o session.jsonl
     """
     location = _existing(store, session_id)
+    if output is not None:
+        _check_output_folder(output)
     with open_existing_store(location) as opened:
         opened.get_session(session_id)  # fail before creating an empty output file
         if output is None:
             opened.export_jsonl(session_id, sys.stdout)
             return
-        with output.open("w", encoding="utf-8") as fh:
-            lines = opened.export_jsonl(session_id, fh)
+        try:
+            with output.open("w", encoding="utf-8") as fh:
+                lines = opened.export_jsonl(session_id, fh)
+        except OSError as exc:
+            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from exc
     _render.error_console().print(f"wrote {lines:,} lines to {_render.escape(str(output))}")
 
 
@@ -210,6 +216,15 @@ def _existing(store: str | None, session_id: str) -> StoreLocation:
     if not location.exists:
         raise missing_session(session_id, location)
     return location
+
+
+def _check_output_folder(output: Path) -> None:
+    """A clear error, before any work, when ``output``'s folder is missing (typer itself
+    refuses an ``output`` that is a folder)."""
+    folder = output.parent
+    if not folder.is_dir():
+        state = "is not a folder" if folder.exists() else "does not exist"
+        raise UsageError(f"cannot write {output}: {folder} {state}; create it or give another path")
 
 
 def _session_json(info: SessionInfo) -> dict[str, object]:

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
-from contextfold._exceptions import SchemaVersionError, StoreCorruptError
+from contextfold._exceptions import SchemaVersionError, StoreCorruptError, StoreError
 
 if TYPE_CHECKING:
     from contextfold.store._queries import Cursor
@@ -24,6 +24,7 @@ __all__ = [
     "Dialect",
     "Migration",
     "migrate",
+    "refuse_foreign",
     "schema_version",
     "statements_for",
 ]
@@ -150,27 +151,43 @@ def schema_version(cur: Cursor) -> int:
     return int(cur.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")[0][0])
 
 
+def refuse_foreign(store: SQLStore, tables: set[str]) -> None:
+    """``StoreCorruptError`` when ``tables`` show that the database is some other application's.
+
+    Called before anything is written to the database (SQLite's switch to WAL included).
+    """
+    if "schema_migrations" in tables:
+        return
+    ours = set(CONTEXTFOLD_TABLES) & tables
+    if ours or (store._exclusive_database and tables - {"sqlite_sequence"}):
+        raise StoreCorruptError(
+            store.location,
+            "this database holds tables but no schema_migrations table, so it is not "
+            "a contextfold store; give another path (or database) for the sessions",
+        )
+
+
 def migrate(store: SQLStore) -> None:
     """Bring ``store``'s schema to :data:`LATEST_VERSION`, one transaction per migration.
 
     Refuses a database written by a newer contextfold (``SchemaVersionError``) and one that
-    holds some other application's tables (``StoreCorruptError``), both naming the location.
+    holds some other application's tables (``StoreCorruptError``), both naming the location,
+    and one that needs migrating while the store is open read-only (``StoreError``).
     """
     with store._transaction("snapshot") as cur:
         tables = store._table_names(cur)
         found = schema_version(cur) if "schema_migrations" in tables else 0
-    if "schema_migrations" not in tables:
-        ours = set(CONTEXTFOLD_TABLES) & tables
-        if ours or (store._exclusive_database and tables - {"sqlite_sequence"}):
-            raise StoreCorruptError(
-                store.location,
-                "this database holds tables but no schema_migrations table, so it is not "
-                "a contextfold store; give another path (or database) for the sessions",
-            )
+    refuse_foreign(store, tables)
     if found > LATEST_VERSION:
         raise SchemaVersionError(store.location, found, LATEST_VERSION)
     if found == LATEST_VERSION:
         return
+    if store.read_only:
+        state = f"at schema version {found}" if found else "empty (no contextfold schema yet)"
+        raise StoreError(
+            f"{store.location}: the database is {state} and open read-only, so it cannot be "
+            f"brought to version {LATEST_VERSION}; open it once where it can be written"
+        )
     with store._transaction("write") as cur:
         store._migration_lock(cur)
         cur.execute(statements_for(SCHEMA_MIGRATIONS_DDL, store.dialect)[0])

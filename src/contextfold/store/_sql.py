@@ -62,6 +62,8 @@ class SQLStore(AsyncStoreMixin, ABC):
     _exclusive_database: ClassVar[bool] = False
     """True when the database belongs to one application (a SQLite file): any table that is
     not ours means the path points at someone else's database."""
+    read_only: bool = False
+    """True when the store was opened for reading only: every write raises ``StoreError``."""
 
     def __init__(self, *, location: str, redact: bool = True, batch_size: int = 0) -> None:
         self.location = location

@@ -11,6 +11,12 @@ Durability choices, and why:
   process dies, only possibly the last ones on power loss; ``synchronous="FULL"`` closes that.
 - The file is created with mode 0600 (it holds whole conversations), and it is only ever
   touched through SQLite: :meth:`SQLiteStore.backup` uses SQLite's backup API, never a file copy.
+- Nothing is written to a file before it is known to be a contextfold database (or empty): a
+  foreign SQLite file is refused as it was found, not switched to WAL first.
+- A path that cannot hold a store (a file where a folder should be, a read-only file system, no
+  permission) is refused with a ``StoreError`` that says which. ``read_only=True`` opens an
+  existing store for reading only (SQLite ``mode=ro``; ``immutable`` on read-only media), which
+  is how the CLI's reading commands open a store they cannot write.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ from typing import Any, Literal
 
 from contextfold._exceptions import ConfigError, StoreCorruptError, StoreError
 from contextfold.store._queries import Cursor, DuplicateKeyError, TxMode
+from contextfold.store._schema import refuse_foreign
 from contextfold.store._sql import SQLStore
+from contextfold.store._sqlite_paths import read_only_uri, write_problem
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT", "SAFE_SQLITE_VERSION", "SQLiteStore", "SQLiteVersionWarning"]
 
@@ -39,6 +47,7 @@ SAFE_SQLITE_VERSION = (3, 51, 3)
 could corrupt a WAL database in 3.7.0 through 3.51.2)."""
 
 _CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
+_ACCESS_CODES = {8, 14}  # SQLITE_READONLY, SQLITE_CANTOPEN
 _version_warned = False
 _version_lock = threading.Lock()
 
@@ -78,8 +87,9 @@ class SQLiteStore(SQLStore):
     """Sessions in a SQLite file (``":memory:"`` for a throw-away store).
 
     ``synchronous`` is ``"NORMAL"`` (default) or ``"FULL"``; ``busy_timeout`` is in seconds;
-    ``redact=False`` stores text exactly as given. One connection serves every thread of the
-    process (the engine's background worker, ``asyncio.to_thread``), each call under a lock.
+    ``redact=False`` stores text exactly as given; ``read_only=True`` opens an existing store
+    for reading only (every write raises ``StoreError``). One connection serves every thread of
+    the process (the engine's background worker, ``asyncio.to_thread``), each call under a lock.
     """
 
     dialect = "sqlite"
@@ -93,9 +103,11 @@ class SQLiteStore(SQLStore):
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         redact: bool = True,
         batch_size: int = 0,
+        read_only: bool = False,
     ) -> None:
         self.path = str(path) if str(path) == ":memory:" else Path(path).expanduser()
         super().__init__(location=str(self.path), redact=redact, batch_size=batch_size)
+        self.read_only = read_only
         mode = str(synchronous).upper()
         if mode not in ("NORMAL", "FULL"):
             raise ConfigError("sqlite_synchronous", f"{synchronous!r} is not NORMAL or FULL")
@@ -113,18 +125,20 @@ class SQLiteStore(SQLStore):
             raise
 
     def _connect(self) -> sqlite3.Connection:
+        target: str | Path = self.path
         if isinstance(self.path, Path):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            _create_private(self.path)
+            target = self._read_only_uri(self.path) if self.read_only else self._create(self.path)
         conn = sqlite3.connect(
-            self.path,
+            target,
             timeout=self.busy_timeout,
             isolation_level=None,
             check_same_thread=False,
+            uri=self.read_only,
         )
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-            if isinstance(self.path, Path):
+            if isinstance(self.path, Path) and not self.read_only:
+                refuse_foreign(self, self._table_names(_SQLiteCursor(conn)))
                 self._enable_wal(conn)
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")
@@ -132,6 +146,32 @@ class SQLiteStore(SQLStore):
             conn.close()
             raise
         return conn
+
+    def _create(self, path: Path) -> Path:
+        """``path``, created (private) with its folders unless it exists; a ``StoreError``
+        saying why when the store cannot be written there."""
+        problem = write_problem(path)
+        if problem is None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                _create_private(path)
+                return path
+            except OSError as exc:
+                problem = write_problem(path) or exc.strerror or str(exc)
+        raise StoreError(
+            f"{self.location}: cannot write the session store here: {problem}. Choose a "
+            "writable location (--store, the `store` setting or CONTEXTFOLD_DATABASE_URL); to "
+            "only read an existing store, open it read-only (the CLI's reading commands do)"
+        )
+
+    def _read_only_uri(self, path: Path) -> str:
+        """The URI that opens the existing ``path`` for reading only (``StoreError`` if none)."""
+        if not path.is_file():
+            raise StoreError(f"{self.location}: no database file to open read-only")
+        uri, problem = read_only_uri(path)
+        if problem:
+            raise StoreError(f"{self.location}: cannot read the store: {problem}")
+        return uri
 
     def _enable_wal(self, conn: sqlite3.Connection) -> None:
         # Switching the journal mode needs a moment alone with the file; another process opening
@@ -163,6 +203,8 @@ class SQLiteStore(SQLStore):
             if mode == "read":
                 yield _SQLiteCursor(conn)
                 return
+            if mode == "write" and self.read_only:
+                raise StoreError(self._read_only_message())
             conn.execute("BEGIN IMMEDIATE" if mode == "write" else "BEGIN")
             try:
                 yield _SQLiteCursor(conn)
@@ -191,6 +233,8 @@ class SQLiteStore(SQLStore):
                     f"not a readable SQLite database ({exc}); move the file aside (or restore a "
                     "backup) and contextfold will start a new one",
                 ) from exc
+            if code in _ACCESS_CODES and isinstance(self.path, Path):
+                raise StoreError(self._access_message(self.path, exc)) from exc
             if "locked" in str(exc):
                 raise StoreError(
                     f"{self.location}: database is locked: another process held the write lock "
@@ -199,6 +243,20 @@ class SQLiteStore(SQLStore):
             raise StoreError(f"{self.location}: {exc}") from exc
         except sqlite3.Error as exc:
             raise StoreError(f"{self.location}: {exc}") from exc
+
+    def _read_only_message(self) -> str:
+        reason = write_problem(self.path) if isinstance(self.path, Path) else None
+        if reason is None:
+            return f"{self.location}: the store is open read-only (as asked); it cannot be changed"
+        return (
+            f"{self.location}: the store is open read-only ({reason}), so it cannot be changed; "
+            "copy it to a writable folder to change it"
+        )
+
+    def _access_message(self, path: Path, exc: sqlite3.Error) -> str:
+        reason = write_problem(path) or "check the permissions of the file and its folder"
+        action = "read" if self.read_only else "write"
+        return f"{self.location}: SQLite cannot {action} the store ({exc}): {reason}"
 
     def _table_names(self, cur: Cursor) -> set[str]:
         return {
