@@ -36,7 +36,7 @@ from contextfold.engine import ContextEngine, ContextPolicy, Session
 from contextfold.events import EventSink
 from contextfold.instructions import DEFAULT_MAX_BYTES, InstructionsLoader
 from contextfold.models import ModelInfo, default_registry, model_for_window
-from contextfold.providers import ChatModel, model_from_name
+from contextfold.providers import ChatModel, model_from_name, served_window
 from contextfold.store import SessionStore, open_store
 
 __all__ = [
@@ -157,11 +157,16 @@ def agent_settings(
 
 def model_info(name: str, settings: Settings) -> ModelInfo:
     """The registry entry for ``name`` (with config overrides), its window replaced by the
-    ``window`` setting; a model the registry does not know needs that setting."""
+    ``window`` setting, else (unless the config sets it) by what a local server states
+    (llama.cpp's ``/props``, vLLM's ``/v1/models``); a model neither the registry nor its
+    server knows needs that setting."""
     registry = default_registry().copy()
     if settings.models:
         registry.update_from_mapping(settings.models)
     window: int | None = settings.get("window")
+    if window is None and "context_window" not in settings.models.get(name, {}):
+        served = served_window(name, base_url=settings.get("base_url"))
+        window = served.window if served is not None else None
     provider, _, bare = name.partition("/")
     info = registry.find(name)
     if info is None:
@@ -184,9 +189,8 @@ def model_info(name: str, settings: Settings) -> ModelInfo:
 
 def _chat_model(name: str, settings: Settings, info: ModelInfo) -> ChatModel:
     provider = name.partition("/")[0].strip().lower()
-    options: dict[str, Any] = {}
-    if provider == "ollama":
-        options["context_window"] = info.context_window  # warns when Ollama would cut prompts
+    # A local server is asked whether it holds this window; it warns when not, or when unsure.
+    options: dict[str, Any] = {"context_window": info.context_window}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = model_from_name(
