@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +19,8 @@ import pytest
 
 from contextfold import StoreCorruptError, StoreError
 from contextfold.edits import ArchiveEdit
-from contextfold.store import SQLiteStore
+from contextfold.store import SQLiteStore, SQLiteVersionWarning
+from contextfold.store import sqlite as sqlite_module
 
 from .helpers import as_unprivileged, read_only_view, tool_turn
 
@@ -189,6 +191,18 @@ def test_read_only_never_creates_or_migrates(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match=r"empty .* open read-only"):
         SQLiteStore(empty, read_only=True)
     assert empty.read_bytes() == b""
+
+
+def test_a_reader_is_not_warned_about_the_writers_wal_bug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "sessions.db"
+    make_store(path)
+    monkeypatch.setattr(sqlite_module, "_version_warned", False)
+    monkeypatch.setattr(sqlite_module.sqlite3, "sqlite_version_info", (3, 45, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SQLiteVersionWarning)
+        SQLiteStore(path, read_only=True).close()
 
 
 # -- someone else's SQLite file --------------------------------------------------------------------

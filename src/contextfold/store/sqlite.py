@@ -113,7 +113,8 @@ class SQLiteStore(SQLStore):
             raise ConfigError("sqlite_synchronous", f"{synchronous!r} is not NORMAL or FULL")
         self.synchronous = mode
         self.busy_timeout = busy_timeout
-        _warn_old_sqlite()
+        if not read_only:  # the WAL-reset bug takes writers; a reader cannot set it off
+            _warn_old_sqlite()
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         with self._translate_errors():
