@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from contextfold import ToolSpec
+
+READ_FILE = ToolSpec(
+    "read_file",
+    "Read a file",
+    {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+)
+"""A typical tool definition, for requests that carry tools."""
+
 # -- OpenAI chat completions -----------------------------------------------------------------------
 
 

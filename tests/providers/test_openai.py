@@ -19,7 +19,6 @@ from contextfold import (
     ThinkingPart,
     ToolCallPart,
     ToolResultPart,
-    ToolSpec,
     Usage,
 )
 from contextfold.providers import (
@@ -33,17 +32,12 @@ from contextfold.providers import (
 )
 from tests.providers.conftest import LocalServer, Reply, Sleeps, openai_sse
 from tests.providers.payloads import (
+    READ_FILE,
     openai_chunk,
     openai_completion,
     openai_error,
     openai_tool_call,
     openai_usage,
-)
-
-READ = ToolSpec(
-    "read_file",
-    "Read a file",
-    {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
 )
 
 
@@ -107,7 +101,7 @@ def test_several_tool_calls_and_prompt_cache_key(server: LocalServer, retry: Ret
     server.add(Reply(json=openai_completion(None, calls, finish_reason="tool_calls")))
     model = make_model(server, retry)
 
-    response = model.complete(ask(tools=(READ,), prompt_cache_key="session-42"))
+    response = model.complete(ask(tools=(READ_FILE,), prompt_cache_key="session-42"))
 
     assert response.tool_calls == (
         ToolCallPart("call_a", "read_file", '{"path":"a.py"}'),
@@ -118,7 +112,7 @@ def test_several_tool_calls_and_prompt_cache_key(server: LocalServer, retry: Ret
     assert response.stop_reason == "tool_calls"
     body = server.bodies[0]
     assert body["prompt_cache_key"] == "session-42"
-    assert body["tools"] == [READ.to_openai()]
+    assert body["tools"] == [READ_FILE.to_openai()]
 
 
 def test_prompt_cache_key_is_left_out_when_unset(server: LocalServer, retry: RetryPolicy) -> None:
@@ -183,7 +177,7 @@ def test_stream_assembles_text_tool_calls_and_final_usage(
     server.add(streamed_tool_calls())
     model = make_model(server, retry)
 
-    events = list(model.stream(ask(tools=(READ,))))
+    events = list(model.stream(ask(tools=(READ_FILE,))))
 
     assert events[:2] == [TextDelta("Reading "), TextDelta("both files.")]
     assert [e for e in events if isinstance(e, ToolCallStarted)] == [

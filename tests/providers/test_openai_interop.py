@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from contextfold import Message, ToolCallPart, ToolResultPart, ToolSpec, Usage
+from contextfold import Message, ToolCallPart, ToolResultPart, Usage
 from contextfold.providers import (
     ChatRequest,
     OpenAIChat,
@@ -17,13 +17,7 @@ from contextfold.providers import (
 )
 from contextfold.tokens import HeuristicCounter
 from tests.providers.conftest import LocalServer, Reply, openai_sse
-from tests.providers.payloads import openai_chunk, openai_completion
-
-READ = ToolSpec(
-    "read_file",
-    "Read a file",
-    {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-)
+from tests.providers.payloads import READ_FILE, openai_chunk, openai_completion
 
 TOOL_ROUND = (
     Message.user("read a.py"),
@@ -41,7 +35,7 @@ def test_a_tool_calling_turn_without_text_sends_empty_content_not_null(
 ) -> None:
     # llama-cpp-python's server answers HTTP 500 to "content": null; "" is accepted everywhere.
     server.add(Reply(json=openai_completion("done")))
-    make_model(server, retry).complete(ChatRequest(messages=TOOL_ROUND, tools=(READ,)))
+    make_model(server, retry).complete(ChatRequest(messages=TOOL_ROUND, tools=(READ_FILE,)))
     assistant = server.bodies[0]["messages"][1]
     assert assistant["role"] == "assistant"
     assert assistant["content"] == ""
@@ -51,7 +45,7 @@ def test_a_tool_calling_turn_without_text_sends_empty_content_not_null(
 def test_tools_go_with_tool_choice_auto(server: LocalServer, retry: RetryPolicy) -> None:
     server.add(Reply(json=openai_completion("a")), Reply(json=openai_completion("b")))
     model = make_model(server, retry)
-    model.complete(ChatRequest(messages=TOOL_ROUND, tools=(READ,)))
+    model.complete(ChatRequest(messages=TOOL_ROUND, tools=(READ_FILE,)))
     model.complete(ChatRequest(messages=(Message.user("no tools"),)))
     with_tools, without = server.bodies
     assert with_tools["tool_choice"] == "auto"
@@ -63,7 +57,7 @@ def test_extra_can_still_choose_another_tool_choice(
 ) -> None:
     server.add(Reply(json=openai_completion("a")))
     make_model(server, retry).complete(
-        ChatRequest(messages=TOOL_ROUND, tools=(READ,), extra={"tool_choice": "required"})
+        ChatRequest(messages=TOOL_ROUND, tools=(READ_FILE,), extra={"tool_choice": "required"})
     )
     assert server.bodies[0]["tool_choice"] == "required"
 
@@ -85,7 +79,7 @@ def test_a_stream_without_usage_is_counted_marked_estimated_and_warned_once(
     counter = HeuristicCounter()
     model = make_model(server, retry, token_counter=counter)
     request = ChatRequest(
-        messages=(Message.user("What is in a.py? " * 20),), system="Be brief.", tools=(READ,)
+        messages=(Message.user("What is in a.py? " * 20),), system="Be brief.", tools=(READ_FILE,)
     )
 
     with pytest.warns(UsageEstimatedWarning, match="no token usage") as caught:

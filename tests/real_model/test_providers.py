@@ -14,7 +14,6 @@ from contextfold import (
     ProviderError,
     ToolCallPart,
     ToolResultPart,
-    ToolSpec,
 )
 from contextfold.providers import (
     ChatRequest,
@@ -29,13 +28,9 @@ from contextfold.providers import (
     probe_server_window,
     served_window,
 )
+from tests.providers.payloads import READ_FILE
 from tests.real_model.conftest import LlamaServerFactory
 
-READ = ToolSpec(
-    "read_file",
-    "Read a file",
-    {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-)
 REPLY_TOKENS = 4
 """max_tokens of every request: enough to see a reply, cheap on 2 cores."""
 
@@ -114,10 +109,12 @@ def test_a_tool_call_round_trip_is_accepted(llama_server: LlamaServerFactory) ->
         Message.tool(ToolResultPart("call_1", "read_file", "hello world")),
     )
     model = model_at(server.base_url)
-    sent = model.request_kwargs(ChatRequest(messages=history, tools=(READ,)))
+    sent = model.request_kwargs(ChatRequest(messages=history, tools=(READ_FILE,)))
     assert sent["messages"][1]["content"] == "" and sent["tool_choice"] == "auto"
 
-    response = model.complete(ChatRequest(messages=history, tools=(READ,), max_tokens=REPLY_TOKENS))
+    response = model.complete(
+        ChatRequest(messages=history, tools=(READ_FILE,), max_tokens=REPLY_TOKENS)
+    )
 
     assert response.usage is not None and response.usage.input_tokens > 0
 
@@ -176,5 +173,5 @@ def test_a_repeating_server_error_is_tried_twice_not_four_times(
     # Without Jinja, llama.cpp refuses every request with tools: HTTP 500, the same each time.
     server = llama_server(OVERFLOW_N_CTX, template="gemma", jinja=False)
     with pytest.raises(ProviderError, match=r"--jinja.*after 2 attempts") as caught:
-        model_at(server.base_url).complete(ask(tools=(READ,)))
+        model_at(server.base_url).complete(ask(tools=(READ_FILE,)))
     assert caught.value.status == 500
