@@ -272,9 +272,8 @@ def error_from_response(
             status=status if status is not None else 429,
             retry_after=retry_after,
         )
-    if (
-        status is not None and (status >= 500 or status in (408, 409))
-    ) or error_type == "api_error":
+    unavailable = status is not None and (status >= 500 or status in (408, 409))
+    if unavailable or error_type == "api_error":
         what = "server error" if status is None or status >= 500 else "HTTP"
         return ProviderUnavailableError(
             f"{provider}: {what}{f' {status}' if status else ''}: {message}",

@@ -62,7 +62,6 @@ __all__ = [
     "OPENAI_API_KEY_ENV",
     "OpenAIChat",
     "OpenAIStreamAssembler",
-    "UsageEstimatedWarning",
 ]
 
 OPENAI_API_KEY_ENV = "OPENAI_API_KEY"
