@@ -19,9 +19,12 @@ from contextfold.messages import Message
 from contextfold.store import SessionStore
 from contextfold.store._replay import replay
 from tests.engine.helpers import WINDOW, Driver, start
-from tests.store.conftest import StoreTarget, postgres_database, target
+from tests.store import conftest as store_fixtures
+from tests.store.conftest import StoreTarget
 
-__all__ = ["postgres_database", "target"]  # fixtures this module borrows from the store tests
+# The store tests' fixtures, borrowed so that these tests run on every backend too.
+target = store_fixtures.target
+postgres_database = store_fixtures.postgres_database
 
 pytestmark = pytest.mark.filterwarnings("ignore::contextfold.store.SQLiteVersionWarning")
 

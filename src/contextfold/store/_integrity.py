@@ -14,6 +14,7 @@ from itertools import takewhile
 from typing import TYPE_CHECKING, Any
 
 from contextfold._blobs import ref_for_sha256
+from contextfold._exceptions import SessionNotFoundError
 from contextfold.messages import Message
 from contextfold.store._codec import decode_edit, decode_mapping, decode_message, decode_view
 from contextfold.store._records import EditRecord
@@ -71,9 +72,12 @@ def _check_session(store: SQLStore, session_id: str, metadata: str) -> list[str]
         problems.append(f"{where}: metadata does not parse: {exc}")
 
     # One consistent point: rows appended while the check runs are not part of it.
-    with store._transaction("snapshot") as cur:
-        last_seq, last_edit = store._head(cur, session_id)
-        rows = cur.execute(_SNAPSHOT_POINT, (session_id,))
+    try:
+        with store._transaction("snapshot") as cur:
+            last_seq, last_edit = store._head(cur, session_id)
+            rows = cur.execute(_SNAPSHOT_POINT, (session_id,))
+    except SessionNotFoundError:
+        return problems  # deleted since the check listed it
     snapshot = _snapshot_at(rows[0], last_seq, last_edit, where, problems) if rows else None
 
     edits = _checked_edits(store, session_id, last_seq, last_edit, where, problems)
