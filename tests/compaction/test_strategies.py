@@ -298,6 +298,37 @@ def test_a_drop_leaves_a_note_with_the_refs_of_what_left() -> None:
     assert refs and all(blobs.get_blob(ctx.session_id, ref) for ref in refs)
 
 
+def test_an_earlier_note_folds_into_the_next_one_with_its_counts_and_refs() -> None:
+    view = agent_log(rounds=12, output_chars=1_500)
+    blobs = InMemoryBlobStore()
+    total = counter.count_messages(view)
+    first = apply_edits(
+        view, DropOldest().plan(make_ctx(view, target=total - 1_500, window=4_000, blobs=blobs))
+    )
+    [note] = [m for m in first if m.meta.kind == "drop_note"]
+    first_refs = REF_PATTERN.findall(note.text)
+
+    second = apply_edits(
+        first, DropOldest().plan(make_ctx(first, target=1, window=4_000, blobs=blobs))
+    )
+
+    [merged] = [m for m in second if m.meta.kind == "drop_note"]  # one note, not a note of notes
+    dropped = len(view) - len(second) + 1  # every message gone, the note standing for them
+    assert merged.text.startswith(f"[{dropped} earlier messages ({dropped // 2} tool calls)")
+    outputs = merged.parts[0].sections["outputs"]  # type: ignore[union-attr]
+    assert all(any(ref in o for o in outputs) for ref in first_refs)
+    assert len(outputs) == dropped // 2
+
+
+def test_a_note_alone_is_never_dropped() -> None:
+    view = agent_log(rounds=6, output_chars=1_500)
+    blobs = InMemoryBlobStore()
+    once = apply_edits(
+        view, DropOldest().plan(make_ctx(view, target=1, window=4_000, hard=True, blobs=blobs))
+    )
+    assert DropOldest().plan(make_ctx(once, target=1, window=4_000, hard=True, blobs=blobs)) == []
+
+
 def test_drop_stops_once_the_target_is_met() -> None:
     view = agent_log(rounds=30, output_chars=1_000)
     total = counter.count_messages(view)
@@ -324,9 +355,9 @@ def test_hard_mode_always_fits(preset: str, target: int) -> None:
     )
     view.append(Message.tool(ToolResultPart("big", "Write", "r" * 30_000), id="R"))
     blobs = InMemoryBlobStore()
-    result = Compactor.preset(preset).compact(
-        make_ctx(view, target=target, window=40_000, blobs=blobs), hard=True
-    )
+    # The conversation can be given no more than the target: even the task must be cut.
+    ctx = make_ctx(view, target=target, window=40_000, blobs=blobs, room_tokens=target)
+    result = Compactor.preset(preset).compact(ctx, hard=True)
     assert result.after_tokens <= target, result
     assert counter.count_messages(result.view) == result.after_tokens
     validate(result.view)

@@ -22,8 +22,12 @@ def _ignore(event: Event) -> None:
 class CompactionContext:
     """Everything a strategy needs; strategies read it and return edits, never mutate it.
 
-    ``target_tokens`` and ``window_tokens`` count the conversation only: the engine subtracts the
-    system prompt and tool descriptions before it builds the context. ``hard`` asks for the
+    ``target_tokens`` counts the conversation only: the engine subtracts the system prompt and
+    tool descriptions before it builds the context. ``window_tokens`` is the window shares are
+    taken of (the minimum progress, a mask batch, the recent window's cap). ``room_tokens`` is
+    the most the conversation can take in a request at all, the window less the system prompt
+    and tools (``None``: ``window_tokens``); a target at or near zero means the fixed part took
+    it all, and compaction keeps the task and the minimum rather than cut it. ``hard`` asks for the
     overflow-recovery behaviour (protections shrunk so the result always fits). ``emit`` receives
     events strategies raise (batches masked, summarizer fallbacks); the pipeline collects them
     into :attr:`CompactResult.events <contextfold.compaction.CompactResult.events>`.
@@ -39,6 +43,7 @@ class CompactionContext:
     focus: str | None = None
     instructions: str | None = None
     hard: bool = False
+    room_tokens: int | None = None
     recent: RecentWindow = field(default_factory=RecentWindow)
     emit: Callable[[Event], None] = _ignore
 
@@ -49,6 +54,10 @@ class CompactionContext:
     def excess(self) -> int:
         """Tokens above the target (0 when at or under it)."""
         return max(0, self.tokens() - self.target_tokens)
+
+    def room(self) -> int:
+        """The most the conversation can take in a request (see ``room_tokens``)."""
+        return self.window_tokens if self.room_tokens is None else self.room_tokens
 
     def with_view(self, view: Sequence[Message]) -> CompactionContext:
         """The same context over another view."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
 
-__all__ = ["ResultSlot", "calls_by_id", "is_placeholder", "result_slots"]
+__all__ = ["ResultSlot", "calls_by_id", "is_placeholder", "result_slots", "shows_placeholder"]
 
 _REPLACED_FLAGS = frozenset({"masked", "cleared"})
 
@@ -44,7 +44,13 @@ def is_placeholder(slot: ResultSlot) -> bool:
 
     Truncated results are not placeholders: masking may still shorten them further.
     """
-    if not _REPLACED_FLAGS.intersection(slot.message.meta.flags) or slot.result.ref is None:
+    return shows_placeholder(slot.message, slot.result)
+
+
+def shows_placeholder(message: Message, result: ToolResultPart) -> bool:
+    """True when ``result`` (a result of ``message``) shows a masking/clearing placeholder: a
+    single line naming its ref, in a message flagged masked or cleared."""
+    if not _REPLACED_FLAGS.intersection(message.meta.flags) or result.ref is None:
         return False
-    content = slot.result.content.strip()
-    return slot.result.ref in content and "\n" not in content
+    content = result.content.strip()
+    return result.ref in content and "\n" not in content

@@ -1,17 +1,29 @@
 """``ShrinkToFit``: the hard-mode guarantee that what is left fits the target.
 
 After the other strategies ran in hard mode, the view is usually the task, a summary, the last
-user message and the last unit. When that is still too big (a huge task statement, an enormous
-last output, a call with a whole file in its arguments), every non-system message gets a fair
-share of the target (small messages keep their size, the slack goes to the big ones) and the big
-ones are rewritten in place: texts cut to head + tail, outputs masked, large call arguments
-emptied, thinking dropped. Every removed text is stored first and its ref named in what
-replaces it. The rewrite is a :class:`~contextfold.edits.SummarizeEdit` over that one message
-whose replacement keeps the message's id, role and call ids, so the view stays valid and later
-edits still find it.
+user message and the last unit. When that is still too big (an enormous last output, a call with
+a whole file in its arguments, a huge task statement), the big messages are rewritten in place:
+texts cut to head + tail, outputs masked, large call arguments emptied, thinking dropped. Every
+removed text is stored first and its ref named in what replaces it. The rewrite is a
+:class:`~contextfold.edits.SummarizeEdit` over that one message whose replacement keeps the
+message's id, role and call ids, so the view stays valid and later edits still find it.
 
-The fit is guaranteed whenever the system messages fit and every other message can get at
-least :data:`MIN_SHARE_TOKENS`; below that, messages shrink to a bare reference line.
+What each message may cost:
+
+- a message compaction already cut (flagged ``"shrunk"``), a drop note and a masked output keep
+  their size: a message is cut at most once, so its original text is always one ``read_result``
+  away and a cut marker is never cut into another marker;
+- the task keeps its text whenever it fits what the conversation can be given at all
+  (``ctx.room_tokens``) beside a bare line for every other message; only a task that cannot
+  fit even so is cut, to what that room leaves it;
+- the other messages share what the target leaves (water-filling: small messages keep their
+  size, the slack goes to the big ones). When the target leaves them nothing (the system prompt
+  and the tools take it all), they become bare reference lines, once, and the view stays above
+  the target: the minimum, reached in one compaction, not re-cut turn after turn.
+
+A cut is kept only when it is smaller than what it replaces: a text shorter than its cut marker
+stays as it is, and nothing is stored for it. The fit is guaranteed whenever the system messages,
+the messages cut before and a bare line for each other message fit.
 """
 
 from __future__ import annotations
@@ -19,10 +31,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from contextfold._blobs import REF_HEX_DIGITS, REF_PREFIX
 from contextfold._truncate import OutputLimits, truncate_head_tail
 from contextfold.compaction._context import CompactionContext
+from contextfold.compaction._results import shows_placeholder
 from contextfold.compaction.summary import StructuredSummary, SummaryCaps
-from contextfold.edits import ContextEdit, SummarizeEdit, apply_edits
+from contextfold.compaction.window import task_index
+from contextfold.edits import DROP_NOTE_KIND, ContextEdit, SummarizeEdit
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -35,15 +50,19 @@ from contextfold.messages import (
 )
 from contextfold.outputs import placeholder_for
 
-__all__ = ["MIN_SHARE_TOKENS", "ShrinkToFit"]
+__all__ = ["MIN_SHARE_TOKENS", "SHRUNK_FLAG", "ShrinkToFit", "cut_text", "was_cut"]
 
 MIN_SHARE_TOKENS = 96
 """Below this share a message's texts become bare reference lines instead of head + tail."""
+SHRUNK_FLAG = "shrunk"
+"""``Meta.flags`` entry of a message this strategy rewrote (it is never cut again)."""
 _ROUNDS = 4
-"""Rewrite passes: a cut text may count a little more than its share, so each further pass
-asks the big messages for the overshoot back."""
+"""Planning passes: a cut text may count a little more than its share, so each further pass
+plans the cuts again, from the original messages, with the overshoot taken off the budget."""
 _CHARS_PER_TOKEN = 3
 """Used only to turn a token share into a character cap for a re-rendered summary."""
+_PROBE_REF = REF_PREFIX + "0" * REF_HEX_DIGITS
+"""A ref of the real length: a replacement is measured with it before anything is stored."""
 
 
 @dataclass(frozen=True)
@@ -56,37 +75,83 @@ class ShrinkToFit:
         """In-place rewrites of oversized messages, or nothing when the view fits already."""
         if not ctx.hard or ctx.excess() <= 0:
             return []
-        view = list(ctx.view)
-        fixed = sum(ctx.counter.count_message(m) for m in view if m.role == "system")
-        budget = ctx.target_tokens - fixed
-        edits: list[ContextEdit] = []
+        count = ctx.counter.count_message
+        view = ctx.view
+        kept = sum(count(m) for m in view if m.role == "system" or was_cut(m))
+        movable = [m for m in view if m.role != "system" and not was_cut(m)]
+        task_at = task_index(view)
+        task = view[task_at] if task_at is not None and not was_cut(view[task_at]) else None
+        budget = ctx.target_tokens - kept
+        room = ctx.room() - kept
+        rewritten: dict[str, Message] = {}
         for _ in range(_ROUNDS):
-            shares = _fair_shares(ctx, [m for m in view if m.role != "system"], budget)
-            round_edits: list[ContextEdit] = [
-                SummarizeEdit(m.id, m.id, _shrunk(ctx, m, shares[m.id]))
-                for m in view
-                if m.id in shares and shares[m.id] < ctx.counter.count_message(m)
-            ]
-            if not round_edits:
-                break
-            view = apply_edits(view, round_edits)
-            edits.extend(round_edits)
-            over = ctx.counter.count_messages(view) - ctx.target_tokens
-            if over <= 0:
+            shares = _shares(ctx, movable, task, budget, room)
+            rewritten = {
+                m.id: _shrunk(ctx, m, shares[m.id]) for m in movable if _over(ctx, m, shares)
+            }
+            after = sum(count(rewritten.get(m.id, m)) for m in movable)
+            over = after - max(budget, _least(ctx, movable, task, room))
+            if over <= 0 or not rewritten:
                 break
             budget -= over  # estimation drift: ask the next round for the difference
-        return edits
+        return [
+            SummarizeEdit(m.id, m.id, rewritten[m.id])
+            for m in movable
+            if m.id in rewritten and count(rewritten[m.id]) < count(m)
+        ]
 
 
-def _fair_shares(
-    ctx: CompactionContext, messages: Sequence[Message], budget: int
+def was_cut(message: Message) -> bool:
+    """True for a message that already stands for removed content: one this strategy rewrote,
+    the note of a drop, or an output shown as a masking placeholder. Such a message is never cut
+    again (a marker of a marker would put the original one more ``read_result`` away)."""
+    if SHRUNK_FLAG in message.meta.flags or message.meta.kind == DROP_NOTE_KIND:
+        return True
+    results = message.tool_results
+    return bool(results) and all(shows_placeholder(message, r) for r in results)
+
+
+def _over(ctx: CompactionContext, message: Message, shares: dict[str, int]) -> bool:
+    return shares[message.id] < ctx.counter.count_message(message)
+
+
+def _floor(ctx: CompactionContext, messages: Sequence[Message]) -> int:
+    """What ``messages`` cost at the least: a bare line each, or their size when smaller."""
+    return sum(min(ctx.counter.count_message(m), MIN_SHARE_TOKENS) for m in messages)
+
+
+def _task_share(ctx: CompactionContext, task: Message, floor: int, room: int) -> int:
+    """The task's share: its size when it fits the room beside ``floor`` for the others, else
+    what the room leaves it."""
+    return min(ctx.counter.count_message(task), max(MIN_SHARE_TOKENS, room - floor))
+
+
+def _least(
+    ctx: CompactionContext, movable: Sequence[Message], task: Message | None, room: int
+) -> int:
+    """What ``movable`` costs at the least (the task at its share, the others at their floor)."""
+    floor = _floor(ctx, [m for m in movable if m is not task])
+    return floor + (_task_share(ctx, task, floor, room) if task is not None else 0)
+
+
+def _shares(
+    ctx: CompactionContext,
+    movable: Sequence[Message],
+    task: Message | None,
+    budget: int,
+    room: int,
 ) -> dict[str, int]:
-    """Water-filling: small messages keep their size, the rest share what is left equally."""
-    sized = sorted((ctx.counter.count_message(m), m.id) for m in messages)
+    """Tokens each of ``movable`` may cost: the task first (see the module docstring), then
+    water-filling of what ``budget`` leaves."""
     shares: dict[str, int] = {}
-    left = budget
+    others = [m for m in movable if m is not task]
+    if task is not None:
+        shares[task.id] = _task_share(ctx, task, _floor(ctx, others), room)
+        budget -= shares[task.id]
+    sized = sorted((ctx.counter.count_message(m), m.id) for m in others)
+    left = max(0, budget)
     for k, (size, msg_id) in enumerate(sized):
-        fair = max(0, left // (len(sized) - k))
+        fair = left // (len(sized) - k)
         shares[msg_id] = min(size, fair)
         left -= shares[msg_id]
     return shares
@@ -106,7 +171,9 @@ def _shrunk(ctx: CompactionContext, message: Message, share: int) -> Message:
     if not parts:  # a message with nothing renderable would make the request invalid
         parts.append(TextPart("[content removed to fit the context window]"))
     flags = (
-        message.meta.flags if "shrunk" in message.meta.flags else (*message.meta.flags, "shrunk")
+        message.meta.flags
+        if SHRUNK_FLAG in message.meta.flags
+        else (*message.meta.flags, SHRUNK_FLAG)
     )
     return replace(
         message, parts=tuple(parts), meta=replace(message.meta, tokens=None, flags=flags)
@@ -133,16 +200,21 @@ def _shrink_part(ctx: CompactionContext, part: Part, tokens: int) -> Part | None
     if isinstance(part, SummaryPart):
         return _shrink_summary(ctx, part, tokens)
     if isinstance(part, ToolResultPart):
-        if ctx.counter.count_text(part.content) <= tokens:
-            return part
-        ref = ctx.stash_result(part)
-        return replace(part, content=placeholder_for(part, None, ref), images=(), ref=ref)
+        return _shrink_result(ctx, part, tokens)
     if isinstance(part, ToolCallPart):
         if ctx.counter.count_text(part.arguments) <= max(tokens, 2):
             return part
         ctx.stash(part.arguments, part.name)
         return replace(part, arguments="{}")
     return part
+
+
+def _shrink_result(ctx: CompactionContext, part: ToolResultPart, tokens: int) -> ToolResultPart:
+    size = ctx.counter.count_text(part.content)
+    if size <= tokens or ctx.counter.count_text(placeholder_for(part, None, _PROBE_REF)) >= size:
+        return part  # it fits, or its placeholder would cost as much
+    ref = ctx.stash_result(part)
+    return replace(part, content=placeholder_for(part, None, ref), images=(), ref=ref)
 
 
 def _shrink_summary(ctx: CompactionContext, part: SummaryPart, tokens: int) -> SummaryPart:
@@ -158,10 +230,16 @@ def _shrink_summary(ctx: CompactionContext, part: SummaryPart, tokens: int) -> S
 
 
 def cut_text(ctx: CompactionContext, text: str, tokens: int) -> str:
-    """``text`` within ``tokens``: head + tail with a ref, or a bare ref line when tiny."""
-    if ctx.counter.count_text(text) <= tokens:
+    """``text`` within ``tokens``: head + tail with a ref, or a bare ref line when tiny; ``text``
+    itself when it fits or when its cut would cost as much. The full text is stored only when it
+    is cut."""
+    size = ctx.counter.count_text(text)
+    if size <= tokens or ctx.counter.count_text(_cut(ctx, text, tokens, _PROBE_REF)) >= size:
         return text
-    ref = ctx.stash(text)
+    return _cut(ctx, text, tokens, ctx.stash(text))
+
+
+def _cut(ctx: CompactionContext, text: str, tokens: int, ref: str) -> str:
     if tokens >= MIN_SHARE_TOKENS:
         limits = OutputLimits(
             max_lines=1_000_000, max_bytes=max(256, tokens * 8), max_tokens=tokens, head_ratio=0.5

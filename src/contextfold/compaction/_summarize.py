@@ -116,27 +116,34 @@ class Summarize:
                 SummarizerFellBack(session_id=ctx.session_id or None, error=summary.fallback_reason)
             )
         message = summary_message(summary, (covers_first, view[hi - 1].id))
-        edits = self._edits(view, lo, hi, message)
-        kept = last_user_index(view)
-        removed = sum(ctx.counter.count_message(view[i]) for i in range(lo, hi) if i != kept)
-        if not edits or ctx.counter.count_message(message) >= removed:
-            return []
-        return edits
+        return self._edits(ctx, lo, hi, message)
 
     @staticmethod
-    def _edits(view: Sequence[Message], lo: int, hi: int, message: Message) -> list[ContextEdit]:
+    def _edits(ctx: CompactionContext, lo: int, hi: int, message: Message) -> list[ContextEdit]:
+        """The summary in place of ``view[lo:hi]``, or nothing when it would cost more.
+
+        When the last user message falls inside the range it stays: the summary takes the place
+        of the messages before it, and those after it leave the view; or, when the summary would
+        cost more than the messages before it, the other way round (an edit that frees nothing
+        is never made, even when its pair would make up for it).
+        """
+        view = ctx.view
+        cost = ctx.counter.count_message
+        size = cost(message)
         last_user = last_user_index(view)
         if last_user is None or not lo <= last_user < hi:
-            return [SummarizeEdit(view[lo].id, view[hi - 1].id, message)]
-        before, after = range(lo, last_user), range(last_user + 1, hi)
-        if before:
-            edits: list[ContextEdit] = [SummarizeEdit(view[lo].id, view[last_user - 1].id, message)]
-            if after:
-                edits.append(DropEdit(tuple(view[i].id for i in after)))
-            return edits
-        if after:
-            return [SummarizeEdit(view[after.start].id, view[hi - 1].id, message)]
+            removed = sum(cost(view[i]) for i in range(lo, hi))
+            return [SummarizeEdit(view[lo].id, view[hi - 1].id, message)] if removed > size else []
+        sides = [range(lo, last_user), range(last_user + 1, hi)]
+        for host, other in (sides, sides[::-1]):
+            if host and sum(cost(view[i]) for i in host) > size:
+                summarize = SummarizeEdit(view[host.start].id, view[host[-1]].id, message)
+                return [summarize, _drop(view, other)] if other else [summarize]
         return []
+
+
+def _drop(view: Sequence[Message], indices: range) -> DropEdit:
+    return DropEdit(tuple(view[i].id for i in indices))
 
 
 def _first_conversation_index(view: Sequence[Message]) -> int:

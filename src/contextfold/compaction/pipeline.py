@@ -19,6 +19,7 @@ from typing import ClassVar
 
 from contextfold._exceptions import ConfigError
 from contextfold.compaction._context import CompactionContext
+from contextfold.compaction._protocols import TokenCounter
 from contextfold.compaction._shrink import ShrinkToFit
 from contextfold.compaction.restart import RestartPolicy
 from contextfold.compaction.strategies import (
@@ -33,7 +34,7 @@ from contextfold.compaction.strategies import (
 )
 from contextfold.compaction.summary import StructuredSummary
 from contextfold.edits import ContextEdit, SummarizeEdit, apply_edit
-from contextfold.events import Event
+from contextfold.events import Event, SummarizerFellBack
 from contextfold.messages import Message, SummaryPart
 
 __all__ = ["DEFAULT_MIN_PROGRESS", "PRESETS", "CompactResult", "Compactor", "Preset"]
@@ -243,12 +244,15 @@ class Compactor:
         for strategy in chain:
             if enforce_progress and current <= ctx.target_tokens:
                 break
-            planned = strategy.plan(run_ctx.with_view(view))
-            if not planned:
+            kept = 0
+            for edit in strategy.plan(run_ctx.with_view(view)):
+                after = apply_edit(view, edit)
+                if freed_by(ctx.counter, view, after) > 0:  # never an edit that frees nothing
+                    view = after
+                    edits.append(edit)
+                    kept += 1
+            if not kept:
                 continue
-            for edit in planned:
-                view = apply_edit(view, edit)
-            edits.extend(planned)
             ran.append(strategy.name)
             current = run_ctx.with_view(view).tokens()
         failed, reason = self._verdict(ctx, before, current, enforce_progress)
@@ -264,7 +268,7 @@ class Compactor:
             failed=failed,
             reason=reason,
             cpu_seconds=time.thread_time() - started,
-            summary=_last_summary(edits),
+            summary=_last_summary(edits, events),
             events=tuple(events),
             hard=ctx.hard,
             base_ids=tuple(m.id for m in ctx.view),
@@ -286,9 +290,29 @@ class Compactor:
         return False, f"stopped {after - ctx.target_tokens} tokens above the target"
 
 
-def _last_summary(edits: Sequence[ContextEdit]) -> StructuredSummary | None:
+def freed_by(counter: TokenCounter, before: Sequence[Message], after: Sequence[Message]) -> int:
+    """Tokens an edit that turned ``before`` into ``after`` freed (negative when it added).
+
+    Only the messages it replaced are counted: an edit keeps every other message as it was.
+    """
+    kept = {id(m) for m in after}
+    old = {id(m) for m in before}
+    gone = [m for m in before if id(m) not in kept]
+    new = [m for m in after if id(m) not in old]
+    return counter.count_messages(gone) - counter.count_messages(new)
+
+
+def _last_summary(
+    edits: Sequence[ContextEdit], events: Sequence[Event]
+) -> StructuredSummary | None:
+    """The summary the last summary edit wrote, with the fallback reason its summarizer gave
+    (the stored part keeps the sections, not how they were written)."""
     for edit in reversed(edits):
         if isinstance(edit, SummarizeEdit) and edit.summary.meta.kind == "summary":
             for part in edit.summary.parts_of(SummaryPart):
-                return StructuredSummary.from_part(part)
+                fell_back = [e.error for e in events if isinstance(e, SummarizerFellBack)]
+                return replace(
+                    StructuredSummary.from_part(part),
+                    fallback_reason=fell_back[-1] if fell_back else None,
+                )
     return None

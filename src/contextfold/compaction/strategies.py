@@ -22,10 +22,12 @@ then guarantees the fit.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from contextfold._blobs import REF_PATTERN
 from contextfold._truncate import OutputLimits, truncate_head_tail
 from contextfold.compaction._context import CompactionContext
 from contextfold.compaction._digest import ToolResultDigest
@@ -279,12 +281,14 @@ class DropOldest:
     summaries and the recent window (in hard mode, only the last unit is protected and digests
     may go too). Outputs of dropped results are stored first, and each run of dropped units is
     replaced by a one-paragraph note naming what left and the refs that bring the outputs back,
-    so a drop is never silent (the note costs far less than what it replaces).
+    so a drop is never silent (the note costs far less than what it replaces). An earlier note
+    next to a run is folded into the new one, its counts and refs carried over, so notes neither
+    pile up nor become the subject of another note; a note is never dropped on its own.
     """
 
     name: str = "drop"
     keep_kinds: frozenset[str] = field(
-        default_factory=lambda: frozenset({"summary", "tool_summary", DROP_NOTE_KIND})
+        default_factory=lambda: frozenset({"summary", "tool_summary"})
     )
     note_refs: int = DEFAULT_DROP_NOTE_REFS
 
@@ -308,10 +312,16 @@ class DropOldest:
                 runs[-1].extend(unit)
             else:
                 runs.append(list(unit))
+            if all(view[i].meta.kind == DROP_NOTE_KIND for i in unit):
+                continue  # folded into the next note: frees next to nothing
             freed += sum(ctx.counter.count_message(view[i]) for i in unit)
             if freed >= need:
                 break
-        return [self._fold(ctx, [view[i] for i in run]) for run in runs]
+        return [
+            self._fold(ctx, [view[i] for i in run])
+            for run in runs
+            if not all(view[i].meta.kind == DROP_NOTE_KIND for i in run)
+        ]
 
     def _fold(self, ctx: CompactionContext, messages: list[Message]) -> ContextEdit:
         note = drop_note(ctx, messages, self.note_refs if not ctx.hard else HARD_DROP_NOTE_REFS)
@@ -320,23 +330,68 @@ class DropOldest:
         return SummarizeEdit(messages[0].id, messages[-1].id, note)
 
 
+_NOTE_COUNTS = "dropped"
+"""Section of a drop note's part holding how many messages and tool calls left the view."""
+_NOTE_OUTPUTS = "outputs"
+"""Section of a drop note's part holding every dropped output as ``"<tool> <ref>"``."""
+_NOTE_TEXT_COUNTS = re.compile(r"\[(\d+) earlier messages \((\d+) tool calls\)")
+"""The counts at the start of a note's text (notes stored before they had sections)."""
+
+
 def drop_note(ctx: CompactionContext, messages: Sequence[Message], max_refs: int) -> Message:
-    """The note that stands where ``messages`` were dropped: counts and the outputs' refs."""
-    refs: list[str] = []
-    for message in messages:
-        for result in message.tool_results:
-            refs.append(f"{result.name or 'tool'} {ctx.stash_result(result)}")
-    calls = sum(len(m.tool_calls) for m in messages)
+    """The note that stands where ``messages`` were dropped: counts and the outputs' refs.
+
+    A drop note among ``messages`` is not counted as a message: its own counts and refs carry
+    over into the new note.
+    """
+    dropped = calls = 0
+    outputs: list[str] = []
+    first = messages[0].id
+    for position, message in enumerate(messages):
+        earlier = _dropped_before(message)
+        if earlier is not None:
+            dropped, calls = dropped + earlier[0], calls + earlier[1]
+            outputs += earlier[2]
+            if position == 0 and earlier[3] is not None:
+                first = earlier[3]
+            continue
+        dropped += 1
+        calls += len(message.tool_calls)
+        outputs += [f"{r.name or 'tool'} {ctx.stash_result(r)}" for r in message.tool_results]
     text = (
-        f"[{len(messages)} earlier messages ({calls} tool calls) left the context to make room; "
+        f"[{dropped} earlier messages ({calls} tool calls) left the context to make room; "
         "the session transcript keeps them."
     )
-    if refs:
-        shown = ", ".join(refs[:max_refs])
-        more = f" and {len(refs) - max_refs} more" if len(refs) > max_refs else ""
+    if outputs:
+        shown = ", ".join(outputs[:max_refs])
+        more = f" and {len(outputs) - max_refs} more" if len(outputs) > max_refs else ""
         text += f" Their outputs: {shown}{more} (read_result <ref> returns one in full)."
-    part = SummaryPart(text + "]", {}, (messages[0].id, messages[-1].id), "contextfold")
+    sections = {_NOTE_COUNTS: (str(dropped), str(calls)), _NOTE_OUTPUTS: tuple(outputs)}
+    part = SummaryPart(text + "]", sections, (first, messages[-1].id), "contextfold")
     return Message("user", (part,), meta=Meta(kind=DROP_NOTE_KIND, user_visible=False))
+
+
+def _dropped_before(message: Message) -> tuple[int, int, list[str], str | None] | None:
+    """What an earlier drop note stood for: messages, tool calls, outputs and the first id it
+    covers; ``None`` for any other message. A note written before notes kept their counts
+    (no sections) gives what its text says."""
+    if message.meta.kind != DROP_NOTE_KIND:
+        return None
+    for part in message.parts_of(SummaryPart):
+        first = part.covers[0] if part.covers else None
+        counts = part.sections.get(_NOTE_COUNTS)
+        if counts is None:
+            written = _NOTE_TEXT_COUNTS.match(part.text)
+            counts = written.groups() if written else ("1", "0")
+            return (
+                int(counts[0]),
+                int(counts[1]),
+                [f"tool {r}" for r in REF_PATTERN.findall(part.text)],
+                first,
+            )
+        outputs = list(part.sections.get(_NOTE_OUTPUTS, ()))
+        return int(counts[0]), int(counts[1]), outputs, first
+    return None
 
 
 def _keeps(message: Message, protected: bool, keep_kinds: frozenset[str] | set[str]) -> bool:
