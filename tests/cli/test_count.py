@@ -196,3 +196,70 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
     terminal = runner.invoke(app, ["count", str(tmp_path)], env={"FORCE_COLOR": "1"})
     assert "counting" in terminal.stderr
     assert "6/6" in terminal.stderr
+
+
+# -- malformed input, live files and empty folders (issue 13) --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "line"),
+    [
+        ("roles.json", '[{"role": []}]', None),  # no format matches: the whole file is named
+        ("deep.jsonl", '{"type": "user"}\n' + "[" * 100_000 + "]" * 100_000 + "\n", 2),
+    ],
+)
+def test_a_file_that_crashed_count_is_reported_and_the_others_counted(
+    tmp_path: Path, name: str, content: str, line: int | None
+) -> None:
+    bad = tmp_path / name
+    bad.write_text(content, encoding="utf-8")
+    result = runner.invoke(app, ["count", str(bad), str(EXAMPLE), "--json"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+    data = json.loads(result.stdout)
+    assert [t["path"] for t in data["transcripts"]] == [str(EXAMPLE)]
+    assert [(e["path"], e["line"]) for e in data["errors"]] == [(str(bad), line)]
+
+
+def test_a_usage_that_is_not_an_object_counts_as_no_usage(tmp_path: Path) -> None:
+    reply = {"role": "assistant", "content": "ok", "extra": {"response": {"usage": [1]}}}
+    trajectory = {"info": {"mini_version": "2"}, "messages": [{"role": "user"}, reply]}
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(trajectory), encoding="utf-8")
+    (entry,) = count_json(str(path))["transcripts"]
+    assert entry["recorded_usage"] is None
+
+
+def test_a_live_session_is_counted_up_to_its_last_complete_line(tmp_path: Path) -> None:
+    records = [
+        {
+            "type": "user",
+            "uuid": f"u{n}",
+            "parentUuid": f"u{n - 1}" if n else None,
+            "sessionId": "s",
+            "message": {"role": "user", "content": f"step {n}"},
+        }
+        for n in range(3)
+    ]
+    live = tmp_path / "live.jsonl"
+    live.write_text(
+        "".join(json.dumps(r) + "\n" for r in records) + json.dumps(records[0])[:25],
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["count", str(live), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["transcripts"][0]["messages"] == 3
+    assert f"warning: {live}: line 4 is incomplete" in result.stderr
+
+
+def test_a_folder_without_transcripts_is_an_error_naming_it(tmp_path: Path) -> None:
+    empty = tmp_path / "nothing here"
+    (empty / "sub").mkdir(parents=True)
+    (empty / "notes.txt").write_text("not a transcript", encoding="utf-8")
+    result = runner.invoke(app, ["count", str(empty)])
+    assert result.exit_code == 1
+    assert f"error: {empty}: no transcript here" in result.stderr
+    with_json = runner.invoke(app, ["count", str(empty), str(EXAMPLE), "--json"])
+    assert with_json.exit_code == 1
+    data = json.loads(with_json.stdout)
+    assert [e["path"] for e in data["errors"]] == [str(empty)]
+    assert len(data["transcripts"]) == 1

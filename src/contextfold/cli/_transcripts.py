@@ -1,5 +1,8 @@
 """Reading transcripts for the CLI: files and folders, each transcript labelled for display,
-with a progress bar over files on a terminal (``count`` and ``replay`` share it)."""
+with a progress bar over files on a terminal (``count`` and ``replay`` share it).
+
+What the importers warn about (an incomplete last line, records left out) is printed as
+``warning:`` lines; a folder holding no transcript file is an error, as a bad file is."""
 
 from __future__ import annotations
 
@@ -14,10 +17,13 @@ from contextfold._exceptions import FormatError
 from contextfold.cli import _render
 from contextfold.formats import Transcript, iter_transcripts
 
-__all__ = ["TRANSCRIPT_SUFFIXES", "TranscriptPaths", "read_transcripts"]
+__all__ = ["MAX_WARNINGS_SHOWN", "TRANSCRIPT_SUFFIXES", "TranscriptPaths", "read_transcripts"]
 
 TRANSCRIPT_SUFFIXES = (".json", ".jsonl")
 """File endings a folder walk reads as transcripts."""
+
+MAX_WARNINGS_SHOWN = 5
+"""Warnings printed per transcript; the rest are counted in one more line."""
 
 TranscriptPaths: TypeAlias = Annotated[
     list[Path],
@@ -33,8 +39,9 @@ TranscriptPaths: TypeAlias = Annotated[
 def read_transcripts(
     paths: Iterable[Path], description: str
 ) -> Iterator[tuple[Transcript, str] | FormatError]:
-    """Each transcript with its display label, or the error of a file that could not be read;
-    a progress bar (``description``) over files on a terminal when there are many."""
+    """Each transcript with its display label, or the error of a file that could not be read (or
+    of a folder holding no transcript file); a progress bar (``description``) over files on a
+    terminal when there are many. The importers' warnings are printed as they come."""
     paths = list(paths)
     with _render.progress(_candidate_files(paths), description) as bar:
         for root in paths:
@@ -50,7 +57,30 @@ def read_transcripts(
                     continue
                 index += 1  # a file holding several transcripts numbers them
                 label = _label(root, item.path)
-                yield item, label if index == 1 else f"{label} #{index}"
+                label = label if index == 1 else f"{label} #{index}"
+                _print_warnings(item, label)
+                yield item, label
+            if last_path is None and root.is_dir():
+                yield FormatError(
+                    "no transcript here: no .json or .jsonl file in this folder or its "
+                    "subfolders (hidden ones are skipped)",
+                    path=str(root),
+                )
+
+
+def _print_warnings(transcript: Transcript, label: str) -> None:
+    """The importer's warnings about ``transcript`` and its subagents, a few each."""
+    for part in transcript.walk():
+        where = label if part is transcript else f"{label}, subagent {_subagent_name(part)}"
+        for warning in part.warnings[:MAX_WARNINGS_SHOWN]:
+            _render.print_error(f"{where}: {warning}", warning=True)
+        hidden = len(part.warnings) - MAX_WARNINGS_SHOWN
+        if hidden > 0:
+            _render.print_error(f"{where}: {_render.plural(hidden, 'more warning')}", warning=True)
+
+
+def _subagent_name(transcript: Transcript) -> str:
+    return str(transcript.metadata.get("agent_id") or transcript.session_id or transcript.path)
 
 
 def _label(root: Path, path: str | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -99,6 +100,8 @@ def replay(
     registry = default_registry()
     if model:
         registry.get(model)  # an unknown --model is reported before any file is read
+    if report is not None:
+        _check_report_path(report)  # before the work, so that none of it is lost
     replays: list[TranscriptReplay] = []
     errors: list[tuple[str | None, str]] = []
     for item in read_transcripts(paths, "replaying"):
@@ -116,18 +119,52 @@ def replay(
         except ContextfoldError as exc:
             errors.append((transcript.path, f"{label}: {exc}"))
             _render.print_error(f"{label}: {exc}")
+    written, report_error = None, None
     if report is not None and replays:
-        write_report(replays, report)
+        written, report_error = _write_report(replays, report)
     if as_json:
-        _render.print_json(_json(replays, errors, report if replays else None))
+        report_errors = [(str(report), report_error)] if report_error else []
+        _render.print_json(_json(replays, [*errors, *report_errors], written))
     else:
         _print_table(replays)
-        if report is not None and replays:
-            _render.console().print(f"report written to {_render.escape(str(report))}")
+        if written is not None:
+            _render.console().print(f"report written to {_render.escape(str(written))}")
+    if report_error:
+        _render.print_error(report_error)
     if errors:
         # Repeated at the end: on a long run the error lines have scrolled away.
         _render.print_error(f"{_render.plural(len(errors), 'file')} could not be replayed")
+    if errors or report_error:
         raise typer.Exit(1)
+
+
+def _check_report_path(report: Path) -> None:
+    """Refuse a ``--report`` path that cannot be written (a folder, a missing or read-only
+    folder), as a usage error naming it."""
+    parent = report.parent
+    if report.is_dir():
+        problem = "is a folder; give the name of the HTML file to write"
+    elif not parent.exists():
+        problem = f"cannot be written: the folder {parent} does not exist"
+    elif not parent.is_dir():
+        problem = f"cannot be written: {parent} is a file, not a folder"
+    elif not os.access(report if report.exists() else parent, os.W_OK):
+        where = "the file" if report.exists() else f"the folder {parent}"
+        problem = f"cannot be written: {where} is read-only for you"
+    else:
+        return
+    raise typer.BadParameter(f"{report} {problem}", param_hint="--report")
+
+
+def _write_report(
+    replays: Sequence[TranscriptReplay], report: Path
+) -> tuple[Path | None, str | None]:
+    """(the report written, or the error that stopped it): the path was checked before the work,
+    but a disk can still fill up, and the results are shown all the same."""
+    try:
+        return write_report(replays, report), None
+    except OSError as exc:
+        return None, f"the report could not be written to {report}: {exc.strerror or exc}"
 
 
 def _json(
