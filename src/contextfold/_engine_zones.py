@@ -157,6 +157,7 @@ class ZoneActions:
             summarizer=engine.summarizer,
             focus=focus,
             hard=hard,
+            room_tokens=m.conversation_target(1.0),  # what the conversation can be given at all
             recent=engine.policy.recent,
         )
 

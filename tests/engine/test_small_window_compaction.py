@@ -97,3 +97,29 @@ def test_a_window_the_fixed_part_nearly_fills_keeps_the_task_and_cuts_once(
         assert compactions >= 2
     finally:
         engine.close()
+
+
+def test_a_task_larger_than_the_room_left_by_the_tools_is_cut_to_fit(tmp_path: Path) -> None:
+    # The tools take a fifth of an 8k window and the task alone more than the rest: it is cut
+    # (head + tail, its full text one read_result away) so that the request still fits.
+    tools = coding_toolbox(tmp_path, ApprovalPolicy.auto()).specs()
+    task = "\n".join(f"Requirement {i}: the parser must accept input form {i}." for i in range(600))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        engine = ContextEngine(
+            model_for_window(8_000, max_output_tokens=1_000),
+            store=":memory:",
+            policy=ContextPolicy(background=False),
+        )
+    try:
+        session = engine.new_session(title="huge task")
+        session.add_user(task)
+        request = session.prepare(system=DEFAULT_SYSTEM_PROMPT, tools=tools)
+        assert request.tokens <= engine.effective_window
+        sent = request.messages[0].text
+        assert sent != task and sent.startswith("Total output lines")
+        [ref] = [w for w in sent.split() if w.startswith("ref_")]
+        last = session.read_result(ref, start_line=600, end_line=600).content
+        assert "Requirement 599: the parser must accept input form 599." in last
+    finally:
+        engine.close()
