@@ -201,9 +201,9 @@ def _chat_model(name: str, settings: Settings, info: ModelInfo) -> ChatModel:
     return model
 
 
-def _summarizer(settings: Settings, model: ChatModel) -> Summarizer | None:
+def _summarizer(settings: Settings, model: ChatModel, info: ModelInfo) -> Summarizer | None:
     if settings.get("summarizer") == "llm":
-        return LLMSummarizer(model)
+        return LLMSummarizer(model, context_window=info.context_window)  # its requests fit it
     return None  # the engine's default, the extractive summarizer
 
 
@@ -312,7 +312,7 @@ def build_agent(
         store=store,
         compactor=_compactor(settings),
         policy=ContextPolicy.from_settings(settings),
-        summarizer=_summarizer(settings, model),
+        summarizer=_summarizer(settings, model, info),
         instructions=instructions,
         sinks=sinks,
         events_log=settings.get("events_log"),
