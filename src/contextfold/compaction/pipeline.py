@@ -37,7 +37,7 @@ from contextfold.edits import ContextEdit, SummarizeEdit, apply_edit
 from contextfold.events import Event, SummarizerFellBack
 from contextfold.messages import Message, SummaryPart
 
-__all__ = ["DEFAULT_MIN_PROGRESS", "PRESETS", "CompactResult", "Compactor", "Preset"]
+__all__ = ["DEFAULT_MIN_PROGRESS", "PRESETS", "CompactResult", "Compactor", "Preset", "freed_by"]
 
 DEFAULT_MIN_PROGRESS = 0.10
 """Least share of the window a compaction that stays above its target must free (DESIGN §4)."""
@@ -307,12 +307,10 @@ def _last_summary(
 ) -> StructuredSummary | None:
     """The summary the last summary edit wrote, with the fallback reason its summarizer gave
     (the stored part keeps the sections, not how they were written)."""
+    fell_back = [e.error for e in events if isinstance(e, SummarizerFellBack)]
     for edit in reversed(edits):
         if isinstance(edit, SummarizeEdit) and edit.summary.meta.kind == "summary":
             for part in edit.summary.parts_of(SummaryPart):
-                fell_back = [e.error for e in events if isinstance(e, SummarizerFellBack)]
-                return replace(
-                    StructuredSummary.from_part(part),
-                    fallback_reason=fell_back[-1] if fell_back else None,
-                )
+                summary = StructuredSummary.from_part(part)
+                return replace(summary, fallback_reason=fell_back[-1] if fell_back else None)
     return None

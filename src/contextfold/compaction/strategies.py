@@ -312,15 +312,13 @@ class DropOldest:
                 runs[-1].extend(unit)
             else:
                 runs.append(list(unit))
-            if all(view[i].meta.kind == DROP_NOTE_KIND for i in unit):
+            if _only_notes(view, unit):
                 continue  # folded into the next note: frees next to nothing
             freed += sum(ctx.counter.count_message(view[i]) for i in unit)
             if freed >= need:
                 break
         return [
-            self._fold(ctx, [view[i] for i in run])
-            for run in runs
-            if not all(view[i].meta.kind == DROP_NOTE_KIND for i in run)
+            self._fold(ctx, [view[i] for i in run]) for run in runs if not _only_notes(view, run)
         ]
 
     def _fold(self, ctx: CompactionContext, messages: list[Message]) -> ContextEdit:
@@ -338,26 +336,39 @@ _NOTE_TEXT_COUNTS = re.compile(r"\[(\d+) earlier messages \((\d+) tool calls\)")
 """The counts at the start of a note's text (notes stored before they had sections)."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Dropped:
+    """What left the view for a drop note: messages, tool calls, their outputs (``"<tool>
+    <ref>"``) and the id of the first message."""
+
+    messages: int
+    calls: int
+    outputs: tuple[str, ...]
+    first_id: str | None
+
+
 def drop_note(ctx: CompactionContext, messages: Sequence[Message], max_refs: int) -> Message:
     """The note that stands where ``messages`` were dropped: counts and the outputs' refs.
 
-    A drop note among ``messages`` is not counted as a message: its own counts and refs carry
-    over into the new note.
+    A drop note among ``messages`` is not counted as a message: what it stood for carries over
+    into the new note.
     """
     dropped = calls = 0
     outputs: list[str] = []
     first = messages[0].id
     for position, message in enumerate(messages):
-        earlier = _dropped_before(message)
-        if earlier is not None:
-            dropped, calls = dropped + earlier[0], calls + earlier[1]
-            outputs += earlier[2]
-            if position == 0 and earlier[3] is not None:
-                first = earlier[3]
-            continue
-        dropped += 1
-        calls += len(message.tool_calls)
-        outputs += [f"{r.name or 'tool'} {ctx.stash_result(r)}" for r in message.tool_results]
+        earlier = _stood_for(message)
+        if earlier is None:
+            earlier = _Dropped(
+                1,
+                len(message.tool_calls),
+                tuple(f"{r.name or 'tool'} {ctx.stash_result(r)}" for r in message.tool_results),
+                message.id,
+            )
+        dropped, calls = dropped + earlier.messages, calls + earlier.calls
+        outputs += earlier.outputs
+        if position == 0 and earlier.first_id is not None:
+            first = earlier.first_id
     text = (
         f"[{dropped} earlier messages ({calls} tool calls) left the context to make room; "
         "the session transcript keeps them."
@@ -371,27 +382,25 @@ def drop_note(ctx: CompactionContext, messages: Sequence[Message], max_refs: int
     return Message("user", (part,), meta=Meta(kind=DROP_NOTE_KIND, user_visible=False))
 
 
-def _dropped_before(message: Message) -> tuple[int, int, list[str], str | None] | None:
-    """What an earlier drop note stood for: messages, tool calls, outputs and the first id it
-    covers; ``None`` for any other message. A note written before notes kept their counts
-    (no sections) gives what its text says."""
+def _stood_for(message: Message) -> _Dropped | None:
+    """What a drop note stood for; ``None`` for any other message. A note stored before notes
+    kept their counts in sections gives what its text says."""
     if message.meta.kind != DROP_NOTE_KIND:
         return None
     for part in message.parts_of(SummaryPart):
         first = part.covers[0] if part.covers else None
         counts = part.sections.get(_NOTE_COUNTS)
+        outputs = part.sections.get(_NOTE_OUTPUTS)
         if counts is None:
             written = _NOTE_TEXT_COUNTS.match(part.text)
             counts = written.groups() if written else ("1", "0")
-            return (
-                int(counts[0]),
-                int(counts[1]),
-                [f"tool {r}" for r in REF_PATTERN.findall(part.text)],
-                first,
-            )
-        outputs = list(part.sections.get(_NOTE_OUTPUTS, ()))
-        return int(counts[0]), int(counts[1]), outputs, first
+            outputs = tuple(f"tool {ref}" for ref in REF_PATTERN.findall(part.text))
+        return _Dropped(int(counts[0]), int(counts[1]), tuple(outputs or ()), first)
     return None
+
+
+def _only_notes(view: Sequence[Message], indices: Sequence[int]) -> bool:
+    return all(view[i].meta.kind == DROP_NOTE_KIND for i in indices)
 
 
 def _keeps(message: Message, protected: bool, keep_kinds: frozenset[str] | set[str]) -> bool:
