@@ -5,12 +5,15 @@ import os
 import subprocess
 import sys
 import textwrap
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextfold._tokenizers import CHUNK_CHARS, chunks, encoding
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -458,3 +461,61 @@ def test_estimator_state_survives_a_restart() -> None:
     other = ContextSizeEstimator(counter)
     other.restore(first.state(), [Message.user("something else", id="x")])
     assert not other.anchored
+
+
+# -- huge texts (issue 13: a 100 MB line took 3 min 50 s and 5.2 GB) ------------------------------
+
+HUGE = 4_000_000
+"""Characters of the huge texts below: far above the piece size, small enough for a unit test."""
+
+
+def _traced_peak(action: Callable[[], object]) -> int:
+    """Bytes Python allocated at most while ``action`` ran, beyond what was held before."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        action()
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("unit", ["token ", "a", "line of a log\n"])
+def test_a_huge_text_is_counted_in_bounded_memory(unit: str) -> None:
+    text = unit * (HUGE // len(unit))
+    counter = TiktokenCounter()
+    counter.count_text("warm up")  # the ranks load once per process, outside the measure
+    counts: list[int] = []
+    peak = _traced_peak(lambda: counts.append(counter.count_text(text)))
+    assert peak < len(text) // 10  # pieces, not the whole text's token list
+    per_thousand = len(encoding("o200k_base").encode_ordinary(unit * 1_000))
+    assert counts[0] == pytest.approx(per_thousand * len(text) / len(unit * 1_000), rel=1e-3)
+
+
+def test_a_huge_text_is_tokenized_once_for_its_message_and_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    encoded: list[int] = []
+    real = encoding("o200k_base")
+
+    class Recording:
+        def encode_ordinary(self, text: str) -> list[int]:
+            encoded.append(len(text))
+            return real.encode_ordinary(text)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr("contextfold.tokens.encoding", lambda name: Recording())
+    text = "grep: match found\n" * (HUGE // 18)
+    counter = TiktokenCounter()
+    counter.count_message(Message.tool(ToolResultPart("c1", "grep", text)))
+    counter.count_text(text)  # what `contextfold count` does next, for its breakdown by kind
+    assert sum(encoded) == len(text)
+    assert max(encoded) <= CHUNK_CHARS
+
+
+def test_pieces_join_back_and_cut_at_whitespace() -> None:
+    text = ("alpha beta\n" * 3_000) + "x" * 40_000 + (" gamma" * 5_000)
+    pieces = list(chunks(text))
+    assert "".join(pieces) == text
+    assert all(len(p) <= CHUNK_CHARS for p in pieces)
+    cuts = [len("".join(pieces[: i + 1])) for i in range(len(pieces) - 1)]
+    assert all(text[c - 1] == "\n" or text[c] == " " or text[c - 1] == "x" for c in cuts)

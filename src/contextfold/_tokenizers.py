@@ -8,6 +8,7 @@ import gzip
 import hashlib
 import re
 import threading
+from collections.abc import Iterator
 from importlib import resources
 from typing import Any
 
@@ -62,6 +63,36 @@ SAMPLE_ABOVE = 65_536
 bounded for huge tool outputs, at the price of being only approximately additive there."""
 SAMPLE_WINDOWS = 16
 SAMPLE_WINDOW = 4_096
+
+
+CHUNK_CHARS = 16_384
+"""Texts longer than this (characters) are encoded in pieces of at most this size.
+
+Memory then stays bounded whatever the text: tiktoken holds about 16 bytes per byte of what it
+encodes, and returns a list of every token (a 100 MB text made 5.2 GB). A run without whitespace
+is one pre-token, on which BPE costs more than linear time; 16 KiB pieces encode such a run
+fastest. Each piece is cut after the last newline in its second half, else before the last space
+there, else at this size. A cut after a newline or before a space leaves the count as it was,
+unless it splits a run of newlines; a cut inside a run without whitespace can add a token. So a
+chunked count may exceed the exact one by about a token per cut: measured, nothing for code,
+JSON or a run of one letter, +0.002 % for CJK text and base64, +0.01 % for text full of blank
+lines."""
+
+
+def chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
+    """``text`` in consecutive pieces of at most ``size`` characters, cut where a BPE count
+    changes least (see :data:`CHUNK_CHARS`); ``"".join(chunks(t)) == t``."""
+    start, end = 0, len(text)
+    while end - start > size:
+        limit, half = start + size, start + size // 2
+        cut = text.rfind("\n", half, limit) + 1
+        if cut <= 0:
+            cut = text.rfind(" ", half, limit)
+            if cut < 0:
+                cut = limit
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
 
 
 def _is_random(run: str) -> bool:

@@ -31,10 +31,12 @@ from contextfold._anchoring import (
 from contextfold._chat_template import ChatTemplate
 from contextfold._chat_template import message_key as _message_key
 from contextfold._tokenizers import (
+    CHUNK_CHARS,
     ENCODINGS,
     SAMPLE_ABOVE,
     SAMPLE_WINDOW,
     SAMPLE_WINDOWS,
+    chunks,
     encoding,
     heuristic_tokens,
 )
@@ -72,6 +74,11 @@ IMAGE_TOKENS_LOW_DETAIL = 85
 
 DEFAULT_CACHE_SIZE = 16_384
 """Messages whose counts a counter remembers (least recently used are dropped first)."""
+
+HUGE_TEXTS_REMEMBERED = 64
+"""Counts of texts longer than :data:`~contextfold._tokenizers.CHUNK_CHARS` a tiktoken counter
+remembers, so that a huge text counted as part of its message, then alone (as ``contextfold
+count`` does), is tokenized once."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -253,6 +260,8 @@ class TiktokenCounter(_CounterBase):
     The ranks load lazily, once per process, from a local file; nothing is downloaded.
     ``scale`` turns the count into an estimate for a related tokenizer (see :func:`counter_for`).
     Special-token text such as ``<|endoftext|>`` inside content is counted as ordinary text.
+    A text longer than :data:`~contextfold._tokenizers.CHUNK_CHARS` is encoded in pieces (memory
+    stays bounded; the count may exceed the exact one by about a token per piece, see there).
     """
 
     def __init__(
@@ -268,16 +277,33 @@ class TiktokenCounter(_CounterBase):
         super().__init__(template, cache_size)
         self.encoding = encoding
         self.scale = scale
+        # (length, hash) of a huge text -> its unscaled count; never the text itself, which
+        # would stay alive here.
+        self._huge: OrderedDict[tuple[int, int], int] = OrderedDict()
 
     @property
     def name(self) -> str:
         return self.encoding if self.scale == 1.0 else f"{self.encoding}*{self.scale:g}"
 
     def count_text(self, text: str) -> int:
-        """Tokens of ``text`` (exact when ``scale`` is 1)."""
+        """Tokens of ``text`` (exact when ``scale`` is 1, but for huge texts: see the class)."""
         if not text:
             return 0
-        return _scaled(len(encoding(self.encoding).encode_ordinary(text)), self.scale)
+        encoder = encoding(self.encoding)
+        if len(text) <= CHUNK_CHARS:
+            return _scaled(len(encoder.encode_ordinary(text)), self.scale)
+        key = (len(text), hash(text))
+        with self._lock:
+            tokens = self._huge.get(key)
+            if tokens is not None:
+                self._huge.move_to_end(key)
+        if tokens is None:
+            tokens = sum(len(encoder.encode_ordinary(piece)) for piece in chunks(text))
+            with self._lock:
+                self._huge[key] = tokens
+                if len(self._huge) > HUGE_TEXTS_REMEMBERED:
+                    self._huge.popitem(last=False)
+        return _scaled(tokens, self.scale)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -263,3 +264,24 @@ def test_a_folder_without_transcripts_is_an_error_naming_it(tmp_path: Path) -> N
     data = json.loads(with_json.stdout)
     assert [e["path"] for e in data["errors"]] == [str(empty)]
     assert len(data["transcripts"]) == 1
+
+
+COUNT_OVERHEAD = 1 << 20
+"""Bytes ``count`` allocates whatever the input's size (options, output, the table)."""
+
+
+def test_counting_a_huge_single_line_stays_within_twice_its_size(tmp_path: Path) -> None:
+    # Reading holds the text and its parsed value at once (2x); tokenizing adds only pieces.
+    small = tmp_path / "small.json"
+    small.write_text(json.dumps([{"role": "user", "content": "warm up"}]), encoding="utf-8")
+    count_json(str(small))  # imports and the tokenizer's ranks load outside the measure
+    huge = tmp_path / "huge.json"
+    huge.write_text(json.dumps([{"role": "user", "content": "token " * 1_000_000}]), "utf-8")
+    tracemalloc.start()
+    try:
+        entry = count_json(str(huge))["transcripts"][0]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert entry["tokens"]["total"] > 1_000_000
+    assert peak < 2 * huge.stat().st_size + COUNT_OVERHEAD
