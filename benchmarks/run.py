@@ -81,6 +81,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "4",
     ),
     Benchmark(
+        "format_fuzz",
+        False,  # seeds from the test writers; the corpus adds real records when present
+        "every importer on mutated transcripts: what escapes other than FormatError",
+        "4",
+    ),
+    Benchmark(
         "compaction",
         True,
         "presets vs LangChain and baselines at 32k/128k: overflow, tokens, cache, cost, "
