@@ -384,8 +384,6 @@ def as_text(value: Any) -> str:
         return value
     if value is None:
         return ""
-    if isinstance(value, int | float):  # bool included
-        return json.dumps(value)
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 

@@ -100,12 +100,13 @@ def mini_swe_agent_from_source(source: SourceFile, *, actions: ActionMode = "too
         for m in raw_messages
     )
     messages, exit_record = _read_messages(raw_messages, source)
-    regex, regex_warning = _action_regex(config)
+    warnings: list[str] = []
     if not native and actions == "tools":
+        regex, regex_warning = _action_regex(config)
+        warnings += [regex_warning] if regex_warning else []
         messages = _actions_as_tools(messages, regex, info)
-    messages, warnings = flag_invalid_arguments(messages)
-    if regex_warning and not native and actions == "tools":
-        warnings.insert(0, regex_warning)
+    messages, flagged = flag_invalid_arguments(messages)
+    warnings += flagged
 
     metadata: dict[str, Any] = {"action_format": "tool_calls" if native else "text"}
     for key in ("instance_id", "trajectory_format"):
