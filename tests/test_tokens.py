@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import os
 import subprocess
 import sys
@@ -344,7 +345,11 @@ def test_a_compaction_edit_rebases_to_a_full_estimate() -> None:
     masked[3] = masked[3].with_parts([ToolResultPart("c0", "shell", "[masked]")])
     estimate = estimator.estimate(masked)
     assert not estimate.anchored
-    assert estimate.tokens == round(counter.count_request(masked) * estimator.calibration)
+    # A full estimate: the counter's size on the learned scale, plus the fixed overhead the
+    # report showed (here it billed far more than we count: the overhead is capped at 1x).
+    fit = estimator.fit
+    assert fit.overhead == counter.count_request(view)
+    assert estimate.tokens == round(counter.count_request(masked) * fit.scale) + fit.overhead
 
 
 def test_invalidate_forgets_the_anchor() -> None:
@@ -355,20 +360,38 @@ def test_invalidate_forgets_the_anchor() -> None:
     assert not estimator.estimate(view).anchored
 
 
-def test_calibration_learns_the_providers_ratio_and_is_clamped() -> None:
+def test_first_report_sets_the_overhead_and_growth_sets_the_scale() -> None:
     counter = HeuristicCounter()
     estimator = ContextSizeEstimator(counter)
     view = conversation(1)
-    estimator.record(Usage(counter.count_request(view) * 2, 10), view)  # first report: ratio 2
-    assert estimator.calibration == pytest.approx(2.0, rel=0.01)
-    for _ in range(30):  # the provider keeps billing 3x what we estimate for new content
-        added = conversation(1)[2:]
+    # The first report bills twice our count: that is fixed overhead (a hidden prompt, tools
+    # rendered at length), not a reason to double every later message.
+    estimator.record(Usage(counter.count_request(view) * 2, 10), view)
+    assert estimator.calibration == 1.0
+    assert estimator.fit.overhead == counter.count_request(view)
+    scales = []
+    for size in [40, 300, 5, 120, 900, 60] * 5:  # the provider bills 3x our count of new text
+        added = [Message.user("word " * size)]
         reported = estimator._anchor.reported if estimator._anchor else 0
         new_view = [*view, *added]
         growth = 3 * counter.count_messages(added)
         estimator.record(Usage(reported + growth, 10), new_view)
         view = new_view
-    assert estimator.calibration == 2.0  # clamped at the upper bound
+        scales.append(estimator.calibration)
+    assert scales[0] <= 1.5  # one report moves the scale at most 1.5x
+    assert all(b <= a * 1.5 + 1e-9 for a, b in itertools.pairwise([1.0, *scales]))
+    assert scales[-1] == 2.0  # clamped at the upper bound
+
+
+def test_one_report_lowers_the_estimates_only_so_far() -> None:
+    counter = HeuristicCounter()
+    estimator = ContextSizeEstimator(counter)
+    view = conversation(1)
+    estimator.record(Usage(counter.count_request(view), 10), view)
+    added = [Message.user("word " * 2_000)]
+    reported = estimator._anchor.reported if estimator._anchor else 0
+    estimator.record(Usage(reported + 1, 10), [*view, *added])  # almost nothing billed
+    assert estimator.calibration == pytest.approx(0.8)  # at most down to 0.8x per report
 
 
 def test_calibration_applies_to_new_content() -> None:
@@ -379,6 +402,53 @@ def test_calibration_applies_to_new_content() -> None:
     added = Message.user("please also update the changelog " * 10)
     estimate = estimator.estimate([*view, added])
     assert estimate.added_tokens == round(counter.count_message(added) * estimator.calibration)
+
+
+def test_a_server_with_heavy_chat_markers_is_learned_per_message() -> None:
+    # What a llama.cpp server with a ChatML template does to Gemma: each message's markers cost
+    # about 16 tokens where we count 3, while text counts about the same.
+    counter = HeuristicCounter()
+    estimator = ContextSizeEstimator(counter)
+    view = conversation(1)
+    per_message = counter.template.per_message
+    estimator.record(Usage(counter.count_request(view) + 16, 10), view)
+    sizes = [3, 40, 5, 200, 8, 90, 4, 300, 6, 60, 2, 150]
+    for first, second in zip(sizes * 3, reversed(sizes * 3), strict=True):
+        added = [Message.user("word " * first), Message.user("text " * second)]  # a turn's two
+        reported = estimator._anchor.reported if estimator._anchor else 0
+        content = counter.count_messages(added) - per_message * len(added)
+        estimator.record(Usage(reported + content + 16 * len(added), 0), [*view, *added])
+        view = [*view, *added]
+    assert estimator.calibration == pytest.approx(1.0, abs=0.05)
+    assert estimator.fit.per_message == pytest.approx(16, abs=4)
+
+
+def test_the_overhead_keeps_the_fixed_part_as_the_first_report_measured_it() -> None:
+    counter = HeuristicCounter()
+    estimator = ContextSizeEstimator(counter)
+    tools = [ToolSpec("bash", "Run a shell command " * 20, {"type": "object"})]
+    view = conversation(1)
+    request = counter.count_request(view, tools=tools) + counter.template.per_request
+    estimator.record(Usage(request - counter.count_tools(tools), 0), view, tools=tools)
+    fixed_then = estimator.full_estimate([], tools=tools)
+    for size in [400, 30, 900, 60, 250, 10]:  # growth billed at 1.5x: the scale rises
+        added = [Message.user("word " * size)]
+        reported = estimator._anchor.reported if estimator._anchor else 0
+        growth = round(1.5 * counter.count_messages(added))
+        estimator.record(Usage(reported + growth, 0), [*view, *added], tools=tools)
+        view = [*view, *added]
+    assert estimator.calibration > 1.2
+    # The provider left the tools out of the first request; a higher scale does not put
+    # them back: the fixed part stays what the first report showed.
+    assert estimator.full_estimate([], tools=tools) == pytest.approx(fixed_then, abs=2)
+
+
+def test_estimated_usage_is_not_learned_from() -> None:
+    counter = HeuristicCounter()
+    estimator = ContextSizeEstimator(counter)
+    estimator.record(Usage(50_000, 10, estimated=True), conversation(1))
+    assert not estimator.anchored
+    assert estimator.fit.overhead == 0
 
 
 def test_reports_without_prompt_tokens_are_ignored() -> None:

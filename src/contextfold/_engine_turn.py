@@ -9,7 +9,7 @@ of the window becomes ``share × window / calibration − the raw fixed part`` (
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from contextfold._engine_sizes import ViewSizes
@@ -25,7 +25,7 @@ from contextfold.prompt import (
     render_prompt,
 )
 from contextfold.providers.base import SystemBlock
-from contextfold.tokens import ContextSizeEstimator
+from contextfold.tokens import Calibration, ContextSizeEstimator
 from contextfold.tools import ToolSpec
 
 if TYPE_CHECKING:
@@ -62,6 +62,10 @@ class Measurement:
     """The tools the request was measured with."""
     raw_tools: int = 0
     """Raw counter tokens of those tools' definitions."""
+    messages: int = 0
+    """Messages in the view."""
+    fit: Calibration = field(default_factory=Calibration)
+    """How the provider's counts relate to the counter's (``calibration`` is its scale)."""
 
     @property
     def effective_window(self) -> int:
@@ -92,9 +96,22 @@ class Measurement:
         budget = share * self.effective_window - max(0, self.offset)
         return max(0, int(budget / self.calibration) - self.raw_fixed)
 
-    def after_freeing(self, raw_tokens: int) -> int:
-        """The estimate once compaction has freed ``raw_tokens`` counter tokens."""
-        return max(0, self.tokens - round(raw_tokens * self.calibration))
+    def after_compaction(self, raw_conversation: int, messages: int) -> int:
+        """The estimate once compaction left a view of ``messages`` messages and
+        ``raw_conversation`` counter tokens.
+
+        What was freed is priced with the calibration (content and per-message framing apart),
+        then scaled down by how much less the provider counted this conversation than the
+        calibration does: a server that leaves tool calls out of its template, say, frees less
+        when they go than we counted for them. Never scaled up: over-pricing what was freed is
+        what would make the next request overflow.
+        """
+        fit = self.fit
+        modelled = fit.messages_tokens(self.raw_conversation, self.messages)
+        freed = modelled - fit.messages_tokens(raw_conversation, messages)
+        if modelled > 0:
+            freed = round(freed * min(1.0, self.budget.conversation / modelled))
+        return max(0, self.tokens - freed)
 
 
 def build_prompt(
@@ -185,6 +202,8 @@ def measure(
         fixed_text,
         tuple(tools),
         raw_tools,
+        len(view),
+        estimate.fit,
     )
 
 

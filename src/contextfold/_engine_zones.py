@@ -193,7 +193,15 @@ class ZoneActions:
             self._view = [x for x in result.view if x.meta.agent_visible]
             self._sizes.reset(self._view)
             self._mask_retry_at = None
-            after = m.after_freeing(m.raw_conversation - self._sizes.total)
+            # Two estimates of the new size, and the larger wins: the old size minus what was
+            # freed (on the provider's scale, from its last report), and the new view estimated
+            # whole. The first is wrong when the messages removed were ones the provider counts
+            # very differently from the rest (a template that leaves tool calls out), the second
+            # when the calibration is off; under-estimating is what would overflow.
+            after = max(
+                m.after_compaction(self._sizes.total, len(self._view)),
+                self._estimator.full_estimate(self._view, system=m.fixed_text, tools=m.tools),
+            )
             # Stay on the provider's scale: the new size is the old one minus what was freed.
             self._estimator.rebase(self._view, after, system=m.fixed_text, tools=m.tools)
             self._previous_tail = None

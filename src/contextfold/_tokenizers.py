@@ -71,12 +71,12 @@ CHUNK_CHARS = 16_384
 Memory then stays bounded whatever the text: tiktoken holds about 16 bytes per byte of what it
 encodes, and returns a list of every token (counting a 100 MB run of one letter whole took 5.1 GB
 and 6.5 minutes). A run without whitespace is one pre-token, on which BPE costs more than linear
-time; 16 KiB pieces encode such a run fastest. Each piece is cut after the last newline in its second half, else before the last space
-there, else at this size. A cut after a newline or before a space leaves the count as it was,
-unless it splits a run of newlines; a cut inside a run without whitespace can add a token. So a
-chunked count may exceed the exact one by about a token per cut: measured, nothing for code,
-JSON or a run of one letter, +0.002 % for CJK text and base64, +0.01 % for text full of blank
-lines."""
+time; 16 KiB pieces encode such a run fastest. Each piece is cut after the last newline in its
+second half, else before the last space there, else at this size. A cut after a newline or before
+a space leaves the count as it was, unless it splits a run of newlines; a cut inside a run
+without whitespace can add a token. So a chunked count may exceed the exact one by about a token
+per cut: measured, nothing for code, JSON or a run of one letter, +0.002 % for CJK text and
+base64, +0.01 % for text full of blank lines."""
 
 
 def chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:

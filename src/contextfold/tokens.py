@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from contextfold._anchoring import (
+    Calibration,
     ContextEstimate,
     ContextSizeEstimator,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "DEFAULT_CACHE_SIZE",
     "IMAGE_TOKENS",
     "IMAGE_TOKENS_LOW_DETAIL",
+    "Calibration",
     "ChatTemplate",
     "ContextEstimate",
     "ContextSizeEstimator",
