@@ -17,12 +17,12 @@ from contextfold import (
 )
 from contextfold.budget import Thresholds, Zone
 from contextfold.compaction.strategies import DEFAULT_MASK_BATCH_SHARE
-from contextfold.providers.scripted import estimate_tokens
 from contextfold.events import (
     CompactionFinished,
     CompactionStarted,
     ObservationsMasked,
 )
+from contextfold.providers.scripted import estimate_tokens
 from tests.engine.helpers import EngineFactory, event_names, listing, start
 
 
