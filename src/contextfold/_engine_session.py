@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from contextfold._engine_recovery import ENGINE_PROVIDER, OVERFLOW_RETRY_SHARE, RefusedRequest
 from contextfold._engine_repair import ViewRepairer, closing_results
 from contextfold._engine_sizes import CompactionCounter, ViewSizes
 from contextfold._engine_store import LineageBlobs, SessionWriter
@@ -25,6 +26,7 @@ from contextfold._engine_turn import (
     render,
 )
 from contextfold._engine_types import PreparedRequest
+from contextfold._engine_window import SessionWindow
 from contextfold._engine_zones import ZoneActions
 from contextfold._exceptions import ContextOverflowError
 from contextfold._usage import SessionUsage, UsageTracker
@@ -41,8 +43,8 @@ from contextfold.events import (
 )
 from contextfold.messages import Message, Part, ToolCallPart, ToolResultPart, Usage
 from contextfold.normalize import RepairReport
-from contextfold.outputs import prepare_tool_output
-from contextfold.prompt import PromptBuilder, PromptSection
+from contextfold.outputs import OutputLimits, prepare_tool_output
+from contextfold.prompt import BuiltPrompt, PromptBuilder, PromptSection
 from contextfold.providers.base import ChatResponse
 from contextfold.store import SessionInfo
 from contextfold.tokens import ContextSizeEstimator
@@ -91,7 +93,7 @@ class Session(ZoneActions):
         self._estimator = ContextSizeEstimator(engine.counter)
         self._usage = UsageTracker(engine.model)
         self._deferral = engine_deferral(engine)
-        self._output_limits = engine.policy.output_limits_for(engine.effective_window)
+        self._window = SessionWindow(engine.model, engine.policy.reserved_output)
         self._background = (
             BackgroundCompactor(engine.compactor) if engine.policy.background else None
         )
@@ -104,6 +106,8 @@ class Session(ZoneActions):
         self._restarts = 0
         self._wind_down_sent = False
         self._recovered = False
+        self._refused: RefusedRequest | None = None
+        """The request a provider refused, until a reply comes: it is never sent again."""
         self._mask_retry_at: int | None = None
         """Raw tokens of tool outputs in the view below which a declined mask batch is not
         planned again."""
@@ -137,6 +141,28 @@ class Session(ZoneActions):
         return self._restarts
 
     @property
+    def context_window(self) -> int:
+        """The window requests are planned against: the model's, or the smaller limit a
+        provider stated when it refused a request (kept across resumes)."""
+        return self._window.context_window
+
+    @property
+    def learned_window(self) -> int | None:
+        """The limit a provider stated when it refused a request as too long, if smaller than
+        the model's window."""
+        return self._window.learned
+
+    @property
+    def effective_window(self) -> int:
+        """Tokens a request's prompt may take: :attr:`context_window` minus the reply reserve."""
+        return self._window.effective_window
+
+    @property
+    def output_limits(self) -> OutputLimits:
+        """What one tool output may keep inline (its token limit shrinks with the window)."""
+        return self.engine.policy.output_limits_for(self.effective_window)
+
+    @property
     def persisted(self) -> bool:
         """False once the store failed and the session went on in memory."""
         return self._writer.store_ok
@@ -151,6 +177,7 @@ class Session(ZoneActions):
             "wind_down_sent": self._wind_down_sent,
             "fixed_text": self._last_fixed_text,
             "tool_deferral": self._deferral.state(),
+            **self._window.state(),
         }
 
     def _restore(self, state: Mapping[str, Any]) -> None:
@@ -162,6 +189,7 @@ class Session(ZoneActions):
         self._restarts = int(state.get("restarts", 0))
         self._wind_down_sent = bool(state.get("wind_down_sent", False))
         self._last_fixed_text = str(state.get("fixed_text", ""))
+        self._window.restore(state)
         deferral = state.get("tool_deferral")
         if isinstance(deferral, Mapping):
             self._deferral.restore(deferral)
@@ -219,6 +247,7 @@ class Session(ZoneActions):
         if usage is not None:
             self.record(usage, reply=message)
         self._recovered = False
+        self._refused = None
         return message
 
     def add_tool_result(
@@ -244,7 +273,7 @@ class Session(ZoneActions):
                 result,
                 session_id=self.id,
                 blobs=self._blobs,
-                limits=self._output_limits,
+                limits=self.output_limits,
                 policy=policy.output_policy,
                 counter=self.engine.counter,
             )
@@ -271,16 +300,15 @@ class Session(ZoneActions):
             # The anchor covers the view the estimates will be made from. A repaired request
             # differs from it (a synthesized result, say): its report includes those tokens,
             # and the next request will carry the same repairs.
-            view = self._last_unrepaired
-            if view is None:
-                view = list(last.messages)
-                if view and view[-1].meta.kind == "context_note":  # the note is always last
-                    view.pop()
             self._estimator.record(
-                usage, view, system=self._last_fixed_text, tools=last.tools, reply=reply
+                usage,
+                self._last_view(),
+                system=self._last_fixed_text,
+                tools=last.tools,
+                reply=reply,
             )
         self._usage.add(usage)
-        window = self.engine.effective_window
+        window = self.effective_window
         self._emit(
             TokenUsage(
                 session_id=self.id,
@@ -332,13 +360,14 @@ class Session(ZoneActions):
             self._emit(self._degraded("prompt_builder", "plain concatenation", degraded))
         selected, deferred_names, tool_note = self._select_tools(tools, engine_tools)
         fixed = stable_text + (("\n\n" + built.dynamic_text) if built.dynamic_text else "")
-        m = measure(engine, self._estimator, self._view, fixed, selected, built, self._sizes)
+        m = self._measure(fixed, selected, built)
+        self._window.require_room(m.fixed_tokens, m.budget.tools, provider=ENGINE_PROVIDER)
         zone = m.zone
         restarts = self._restarts
         compaction = self._act_on_zone(m)
         if self._restarts != restarts or (compaction is not None and compaction.changed):
             # The view changed: the notes and the request's figures must describe the new one.
-            m = measure(engine, self._estimator, self._view, fixed, selected, built, self._sizes)
+            m = self._measure(fixed, selected, built)
         notes = [n for n in (self._wind_down_note(m), tool_note) if n]
         if engine.policy.awareness_note and engine.policy.thresholds.wants_awareness_note(
             m.fraction
@@ -357,15 +386,17 @@ class Session(ZoneActions):
             previous_tail=self._previous_tail,
             message_tokens=self._repairer.sizes() if repairs else self._sizes.messages,
         )
-        if request.tokens > engine.effective_window:
+        if request.tokens > self.effective_window:
             raise ContextOverflowError(
                 f"the request needs about {request.tokens:,} tokens but the window leaves "
-                f"{engine.effective_window:,} after the reply reserve; the system prompt and "
+                f"{self.effective_window:,} after the reply reserve; the system prompt and "
                 f"tools alone take {m.fixed_tokens:,}",
-                provider="contextfold",
+                provider=ENGINE_PROVIDER,
                 prompt_tokens=request.tokens,
-                limit=engine.effective_window,
+                limit=self.effective_window,
             )
+        if self._refused is not None:
+            self._refused.check(request)
         request = _with(request, compaction, repairs, deferred_names, tuple(events))
         self._last = request
         self._last_unrepaired = list(self._view) if repairs else None
@@ -387,7 +418,7 @@ class Session(ZoneActions):
             selection = self._deferral.select(
                 candidates,
                 counter=self.engine.counter,
-                effective_window=self.engine.effective_window,
+                effective_window=self.effective_window,
             )
         except Exception as exc:  # a deferral bug must never cost the agent its tools
             self._emit(self._degraded("tool_deferral", "all tools sent", exc))
@@ -422,10 +453,17 @@ class Session(ZoneActions):
         return self._compact(m, trigger=trigger, target=target, focus=focus)
 
     def recover(self, error: ContextOverflowError) -> CompactResult:
-        """Answer a provider's context overflow: one hard compaction, then retry the call.
+        """Answer a provider's context overflow: learn its limit, compact hard, then retry.
 
-        A second overflow before a reply is recorded raises ``error`` again, with the figures.
+        When the error states the provider's limit (``error.limit``) and it is smaller than the
+        window, the session keeps it and plans every later request against it; when it states
+        the size of the refused request (``error.prompt_tokens``), the estimate anchors on it.
+        The retry is never the request that was refused: if the compaction can remove nothing
+        more, the next :meth:`prepare` raises with the figures. A second overflow before a reply
+        is recorded raises ``error`` again, and so does an overflow the engine raised itself.
         """
+        if error.provider == ENGINE_PROVIDER:
+            raise error  # nothing was sent: prepare() already compacted as hard as it could
         if self._recovered:
             raise ContextOverflowError(
                 f"the provider still rejects the request after a hard compaction: {error}",
@@ -435,28 +473,60 @@ class Session(ZoneActions):
                 limit=error.limit,
             ) from error
         self._recovered = True
+        refused = self._last
+        learned = self._window.learn(error.limit)
+        if refused is not None:
+            self._refused = RefusedRequest.of(refused, error)
+            if error.prompt_tokens:  # the provider's own count of what it refused
+                self._estimator.rebase(
+                    self._last_view(),
+                    error.prompt_tokens,
+                    system=self._last_fixed_text,
+                    tools=refused.tools,
+                )
         m = self._measure_now()
-        target = self.engine.policy.thresholds.compact_target
-        if error.limit and error.prompt_tokens and error.prompt_tokens > error.limit:
-            # Our estimate was too low: aim lower by the share the provider's count exceeded ours.
-            target *= max(0.3, min(1.0, m.tokens / error.prompt_tokens))
+        self._window.require_room(m.fixed_tokens, m.budget.tools, provider=error.provider)
+        # Against the (possibly learned) window, the usual target; but a request the provider
+        # refused although it fits by our count means our count is off by an unknown amount:
+        # the retry then aims at a share of what was refused.
+        target = min(
+            self.engine.policy.thresholds.compact_target, m.fraction * OVERFLOW_RETRY_SHARE
+        )
         result = self._compact(m, trigger="overflow", target=target, hard=True)
+        self._writer.save_state(self._state())
         self._emit(
             OverflowRecovered(
                 session_id=self.id,
-                before_tokens=m.tokens,
-                after_tokens=round(result.after_tokens * m.calibration),
+                before_tokens=error.prompt_tokens or m.tokens,
+                after_tokens=self._measure_now().tokens,
                 provider_message=str(error)[:500],
+                limit=error.limit,
+                window=self.context_window,
+                learned_window=learned,
             )
         )
         return result
+
+    def _last_view(self) -> list[Message]:
+        """The view the latest request was made from (without its note for the model)."""
+        if self._last_unrepaired is not None:
+            return self._last_unrepaired
+        view = list(self._last.messages) if self._last is not None else []
+        if view and view[-1].meta.kind == "context_note":  # the note is always last
+            view.pop()
+        return view
 
     def _measure_now(self) -> Measurement:
         last = self._last
         tools = list(last.tools) if last else []
         built, stable_text, _ = build_prompt(None, None)
         fixed = self._last_fixed_text or stable_text
-        return measure(self.engine, self._estimator, self._view, fixed, tools, built, self._sizes)
+        return self._measure(fixed, tools, built)
+
+    def _measure(self, fixed: str, tools: list[ToolSpec], built: BuiltPrompt) -> Measurement:
+        return measure(
+            self.engine, self._window, self._estimator, self._view, fixed, tools, built, self._sizes
+        )
 
     # -- the engine's own tools ------------------------------------------------------------------
 
@@ -481,7 +551,7 @@ class Session(ZoneActions):
     def usage(self) -> SessionUsage:
         """Tokens, cache use and cost so far, and the calls left at the current rate."""
         # Measured now: replies and outputs added since the last prepare() count too.
-        return self._usage.report(self._measure_now().tokens, self.engine.effective_window)
+        return self._usage.report(self._measure_now().tokens, self.effective_window)
 
     def close(self) -> None:
         """Stop the background worker (the store stays open: it belongs to the engine)."""

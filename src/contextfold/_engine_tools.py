@@ -63,7 +63,7 @@ def _read_page(session: Session, call: ToolCallPart) -> ToolResultPart:
     A page over the limit would be cut again on its way into the transcript (and stored under
     a second ref), so the page is measured and shrunk until it fits.
     """
-    limits, counter = session._output_limits, session.engine.counter
+    limits, counter = session.output_limits, session.engine.counter
     page = limits.max_bytes
     result = read_result(session._blobs, session.id, call.args(), call_id=call.call_id)
     for _ in range(PAGE_FIT_ATTEMPTS):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from contextfold._engine_sizes import ViewSizes
+from contextfold._engine_window import SessionWindow
 from contextfold.budget import ContextBudget, Zone
 from contextfold.instructions import InstructionsLoader
 from contextfold.messages import Message, Meta, TextPart
@@ -157,6 +158,7 @@ def _builder(system: SystemPrompt) -> PromptBuilder:
 
 def measure(
     engine: ContextEngine,
+    window: SessionWindow,
     estimator: ContextSizeEstimator,
     view: Sequence[Message],
     fixed_text: str,
@@ -167,7 +169,8 @@ def measure(
     """Measure the request ``fixed_text + tools + view`` by component and find its zone.
 
     ``view`` is a session view (only agent-visible messages); ``sizes`` holds the raw counts of
-    its messages (see :class:`ViewSizes`).
+    its messages (see :class:`ViewSizes`); ``window`` is the session's (a provider's stated
+    limit may have made it smaller than the model's).
     """
     tools = list(tools)
     estimate = estimator.estimate(view, system=fixed_text, tools=tools, all_visible=True)
@@ -180,8 +183,8 @@ def measure(
     tools_tokens = round(raw_tools * factor)
     instructions_tokens = round(raw_instructions * factor)
     budget = ContextBudget.for_model(
-        engine.model,
-        reserved_output=engine.policy.reserved_output,
+        window.model_for_budget,
+        reserved_output=window.reserved_output,
         system=max(0, fixed - tools_tokens - instructions_tokens),
         instructions=instructions_tokens,
         tools=tools_tokens,

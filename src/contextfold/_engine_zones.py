@@ -68,6 +68,9 @@ class ZoneActions:
         @property
         def id(self) -> str: ...
 
+        @property
+        def effective_window(self) -> int: ...
+
         def _emit(self, event: Event) -> None: ...
 
         def add_message(self, message: Message) -> Message: ...
@@ -111,7 +114,7 @@ class ZoneActions:
                         trigger="background",
                         zone=m.zone.value,
                         before_tokens=m.tokens,
-                        target_tokens=int(target * self.engine.effective_window),
+                        target_tokens=int(target * self.effective_window),
                     )
                 )
         return result
@@ -177,7 +180,7 @@ class ZoneActions:
                 trigger=trigger,
                 zone=m.zone.value,
                 before_tokens=m.tokens,
-                target_tokens=int(target * self.engine.effective_window),
+                target_tokens=int(target * self.effective_window),
             )
         )
         compactor = self.engine.compactor
@@ -209,7 +212,7 @@ class ZoneActions:
         if result.summary is not None:
             self._summary = result.summary
         if result.failed and trigger in ("threshold", "background"):
-            least = self.engine.policy.thresholds.min_progress * self.engine.effective_window
+            least = self.engine.policy.thresholds.min_progress * self.effective_window
             self._compact_retry_at = after + int(least)
         elif result.edits:
             self._compact_retry_at = None
@@ -261,7 +264,7 @@ class ZoneActions:
             summary,
             restart.carry_turns,
             counter=engine.counter,
-            max_carry_tokens=int(engine.effective_window * restart.carry_max_share),
+            max_carry_tokens=int(self.effective_window * restart.carry_max_share),
             session_number=self._restarts + 2,
         )
         try:

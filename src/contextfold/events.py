@@ -213,12 +213,21 @@ class SessionRestarted(Event):
 @_register
 @dataclass(frozen=True, kw_only=True)
 class OverflowRecovered(Event):
-    """The provider rejected a request as too long; a hard compaction made it fit."""
+    """A provider refused a request as too long; the session compacted hard for the retry.
+
+    ``before_tokens`` is the refused request (the provider's count when it gave one),
+    ``after_tokens`` the estimate of the retry. ``limit`` is the provider's stated limit, and
+    ``window`` the window the session plans against from now on (``learned_window``: the
+    limit made it smaller).
+    """
 
     type: ClassVar[str] = "overflow_recovered"
     before_tokens: int
     after_tokens: int
     provider_message: str = ""
+    limit: int | None = None
+    window: int = 0
+    learned_window: bool = False
 
 
 @_register

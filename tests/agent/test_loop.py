@@ -14,6 +14,7 @@ from contextfold import (
     ContextPolicy,
     Message,
     ScriptedModel,
+    Session,
     ToolCallPart,
     model_for_window,
     validate,
@@ -145,18 +146,40 @@ def test_tool_errors_go_back_to_the_model_and_the_loop_goes_on(
     assert "outside" in errors[3].content
 
 
+def _session_with_history(engine: ContextEngine) -> Session:
+    """A session whose earlier turns left tool outputs that a hard compaction can remove."""
+    session = engine.new_session()
+    session.add_user("Look around the project first.")
+    for i in range(6):
+        session.add_assistant(call("read_file", f"old_{i}", path=f"notes_{i}.txt"))
+        session.add_tool_result(f"old_{i}", f"line {i} of an old listing\n" * 120)
+    return session
+
+
 def test_an_overflow_is_recovered_once_and_the_call_retried(
     engine: ContextEngine, toolbox: Toolbox, sink: MemorySink
 ) -> None:
     overflow = ContextOverflowError("prompt is too long", provider="scripted")
     model = ScriptedModel([overflow, "Answer after recovery."])
 
-    result = run_agent(engine.new_session(), model, toolbox, "Hello")
+    result = run_agent(_session_with_history(engine), model, toolbox, "Hello")
 
     assert (result.stop, result.text) == ("answered", "Answer after recovery.")
     assert result.recovered_overflows == 1
-    assert len(model.requests) == 2
+    refused, retry = model.requests
+    assert retry != refused
     assert len(sink.of_type(OverflowRecovered)) == 1
+
+
+def test_a_refused_request_with_nothing_to_compact_is_not_sent_again(
+    engine: ContextEngine, toolbox: Toolbox, sink: MemorySink
+) -> None:
+    overflow = ContextOverflowError("prompt is too long", provider="scripted")
+    model = ScriptedModel([overflow, "never reached"])
+
+    with pytest.raises(ContextOverflowError, match="same request"):
+        run_agent(engine.new_session(), model, toolbox, "Hello")
+    assert len(model.requests) == 1  # resending it as it was would only be refused again
 
 
 def test_a_second_overflow_in_a_row_is_raised(engine: ContextEngine, toolbox: Toolbox) -> None:
@@ -164,7 +187,7 @@ def test_a_second_overflow_in_a_row_is_raised(engine: ContextEngine, toolbox: To
     model = ScriptedModel([overflow, overflow, "never reached"])
 
     with pytest.raises(ContextOverflowError, match="still rejects"):
-        run_agent(engine.new_session(), model, toolbox, "Hello")
+        run_agent(_session_with_history(engine), model, toolbox, "Hello")
 
 
 def test_a_declined_approval_reaches_the_model_and_nothing_changes(

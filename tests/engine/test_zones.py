@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from contextfold import (
+    ConfigError,
     ContextOverflowError,
     ContextPolicy,
     MaskEdit,
@@ -182,17 +183,20 @@ def test_a_view_past_the_window_is_compacted_hard_before_any_call(
     validate(list(request.messages), provider="anthropic")
 
 
-def test_a_system_prompt_larger_than_the_window_raises_with_the_figures(
+def test_a_system_prompt_larger_than_the_window_is_refused_with_the_figures(
     make_engine: EngineFactory,
 ) -> None:
-    engine, _ = make_engine()
+    """No compaction can make room when the fixed part alone fills the window: a setting to
+    change, said with the sizes, before anything is compacted or sent."""
+    engine, sink = make_engine()
     session = start(engine).session
-    with pytest.raises(ContextOverflowError) as raised:
+    with pytest.raises(ConfigError) as raised:
         session.prepare(system="Follow every rule below. " * 3_000)
-    error = raised.value
-    assert error.limit == engine.effective_window
-    assert error.prompt_tokens is not None and error.prompt_tokens > engine.effective_window
-    assert "system prompt and tools alone" in str(error)
+    message = str(raised.value)
+    assert raised.value.setting == "window"
+    assert "window of 8,000 tokens is too small" in message
+    assert "system prompt takes about" in message and "1,000 are kept for the reply" in message
+    assert not sink.of_type(CompactionStarted)
 
 
 def test_a_failed_compaction_is_not_retried_every_turn(

@@ -163,13 +163,17 @@ def _call_model(
     hooks: AgentHooks,
     result: AgentResult,
 ) -> ChatResponse:
-    """One model call on a freshly prepared request, with one overflow recovery."""
+    """One model call on a freshly prepared request, with one overflow recovery.
+
+    Only the provider's refusal is recovered from: an overflow ``prepare`` raises itself means
+    nothing was sent and nothing more can be compacted, so it goes to the caller.
+    """
     while True:
+        request = session.prepare(system=system, tools=tools).to_chat_request()
         try:
-            request = session.prepare(system=system, tools=tools).to_chat_request()
             return _complete(model, request, hooks)
         except ContextOverflowError as error:
-            session.recover(error)  # compacts hard; raises if it already did for this call
+            session.recover(error)  # learns the limit, compacts hard; raises on a second one
             result.recovered_overflows += 1
 
 

@@ -97,9 +97,15 @@ class NoticeWriter:
                 f"and {_n(event.carried_messages, 'carried message')}"
             )
         if isinstance(event, OverflowRecovered):
+            limit = f" (its limit: {event.limit:,})" if event.limit else ""
+            learned = (
+                f"; planning against {event.window:,} tokens from now on"
+                if event.learned_window
+                else ""
+            )
             return Notice(
-                f"the provider rejected the request as too long; compacted {event.before_tokens:,}"
-                f" → {event.after_tokens:,} tokens and retried",
+                f"the provider refused a request of {event.before_tokens:,} tokens as too long"
+                f"{limit}{learned}; compacted to about {event.after_tokens:,} tokens to retry",
                 "warning",
             )
         if isinstance(event, ComponentDegraded):
