@@ -9,7 +9,6 @@ import pytest
 
 from contextfold import (
     ConfigError,
-    ContextOverflowError,
     ContextPolicy,
     MaskEdit,
     Message,
