@@ -114,6 +114,7 @@ class Session(ZoneActions):
         self._compact_retry_at: int | None = None
         """Estimated tokens below which a failed threshold compaction is not tried again."""
         self._summary: StructuredSummary | None = None
+        self._background_started = False
         self._collector: list[Event] | None = None
         if state:
             self._restore(state)
@@ -557,6 +558,11 @@ class Session(ZoneActions):
         """Stop the background worker (the store stays open: it belongs to the engine)."""
         if self._background is not None:
             self._background.close()
+            if self._background_started:  # announced, never used: it ends as failed
+                self._background_started = False
+                tokens = self._last.tokens if self._last is not None else 0
+                reason = "discarded: the session closed before it was needed"
+                self._compaction_failed("background", tokens, tokens, reason)
 
 
 def engine_deferral(engine: ContextEngine) -> ToolDeferral:

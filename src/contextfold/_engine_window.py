@@ -18,7 +18,7 @@ from contextfold._exceptions import ConfigError, ContextOverflowError
 from contextfold.budget import MAX_OUTPUT_RESERVE_SHARE, ContextBudget
 from contextfold.models import ModelInfo
 
-__all__ = ["SessionWindow"]
+__all__ = ["SessionWindow", "stored_learned_window"]
 
 
 @dataclass
@@ -98,9 +98,18 @@ class SessionWindow:
         raise ConfigError(
             "window",
             f"a window of {self.context_window:,} tokens is too small: {sizes}. Give a window "
-            f"larger than {fixed_tokens + self.reserved_output:,} tokens, a shorter system "
+            f"of at least {self._window_for(2 * fixed_tokens):,} tokens (that leaves the "
+            "conversation as much as the system prompt and tools take), a shorter system "
             "prompt, or fewer tools.",
         )
+
+    def _window_for(self, prompt_tokens: int) -> int:
+        """The smallest window whose prompt may take ``prompt_tokens`` after the reply reserve
+        (which grows with the window unless the policy sets it)."""
+        if self.reserve is not None:
+            return prompt_tokens + self.reserve
+        by_share = math.ceil(prompt_tokens / (1 - MAX_OUTPUT_RESERVE_SHARE))
+        return min(by_share, prompt_tokens + self.model.max_output_tokens)
 
     def state(self) -> dict[str, Any]:
         """The learned limit, for the session's saved state."""
@@ -110,3 +119,14 @@ class SessionWindow:
         """Continue with the limit a saved state holds."""
         learned = state.get("learned_window")
         self.learned = int(learned) if isinstance(learned, int) and learned > 0 else None
+
+
+def stored_learned_window(metadata: Mapping[str, Any]) -> int | None:
+    """The limit a stored session learned from a provider, read from its metadata (where the
+    engine keeps its state), for tools that read the store without resuming."""
+    state = metadata.get("engine")
+    if not isinstance(state, Mapping):
+        return None
+    window = SessionWindow(ModelInfo("stored", 1))
+    window.restore(state)
+    return window.learned

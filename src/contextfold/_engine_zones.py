@@ -62,6 +62,8 @@ class ZoneActions:
     _mask_retry_at: int | None
     _compact_retry_at: int | None
     _summary: StructuredSummary | None
+    _background_started: bool
+    """A background compaction was announced (CompactionStarted) and not taken yet."""
 
     if TYPE_CHECKING:
 
@@ -96,8 +98,13 @@ class ZoneActions:
             return self._compact(m, trigger="block", target=thresholds.compact_target, hard=True)
         if zone is Zone.COMPACT:
             ready = self._background.take(self._view) if self._background else None
-            if ready is not None and ready.changed and not ready.failed:
-                return self._apply(ready, m, trigger="background")
+            if ready is not None:
+                self._background_started = False
+                if ready.changed and not ready.failed:
+                    return self._apply(ready, m, trigger="background")
+                # Its CompactionStarted was announced: it ends here, as failed, and the
+                # foreground compaction below does the work.
+                self._compaction_failed("background", m.tokens, m.tokens, _why_unused(ready))
             if self._compact_retry_at is not None and m.tokens < self._compact_retry_at:
                 # The last compaction could not free the minimum; running it again every turn
                 # would only break the cache again. Wait for growth, or for the BLOCK zone.
@@ -107,6 +114,7 @@ class ZoneActions:
         if self._background and m.fraction >= self.engine.policy.background_mark:
             target = thresholds.compact_target
             if self._background.maybe_start(self._context(m, target)):
+                self._background_started = True
                 # Announced like any compaction, so its CompactionFinished has a start.
                 self._emit(
                     CompactionStarted(
@@ -216,16 +224,11 @@ class ZoneActions:
             self._compact_retry_at = after + int(least)
         elif result.edits:
             self._compact_retry_at = None
-        if result.failed:
-            self._emit(
-                CompactionFailed(
-                    session_id=self.id,
-                    trigger=trigger,
-                    before_tokens=m.tokens,
-                    after_tokens=after,
-                    reason=result.reason,
-                )
-            )
+        if result.failed or (not result.edits and trigger != "mask"):
+            # Every announced compaction ends with a finished or a failed event; one that
+            # changed nothing has failed, whatever its strategies said.
+            reason = result.reason if result.failed else _why_unused(result)
+            self._compaction_failed(trigger, m.tokens, after, reason)
         elif result.edits:
             self._emit(
                 CompactionFinished(
@@ -241,6 +244,17 @@ class ZoneActions:
                 )
             )
         return result
+
+    def _compaction_failed(self, trigger: str, before: int, after: int, reason: str) -> None:
+        self._emit(
+            CompactionFailed(
+                session_id=self.id,
+                trigger=trigger,
+                before_tokens=before,
+                after_tokens=after,
+                reason=reason,
+            )
+        )
 
     def _wind_down_note(self, m: Measurement) -> str:
         if not self._wind_down_sent:
@@ -305,3 +319,10 @@ def min_mask_batch(strategies: Iterable[object]) -> float:
     """Least share of the window a MASK-zone batch must free (0 without a masking strategy)."""
     shares = [s.min_batch_share for s in strategies if isinstance(s, MaskObservations)]
     return min(shares, default=0.0)
+
+
+def _why_unused(result: CompactResult) -> str:
+    """Why a compaction result changed nothing, in words for its CompactionFailed event."""
+    if result.failed and result.reason:
+        return result.reason
+    return result.reason or "nothing could be removed: every message is needed or already small"

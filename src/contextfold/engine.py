@@ -33,8 +33,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from contextfold._engine_session import Session
+from contextfold._engine_session import Session, engine_deferral
 from contextfold._engine_types import ContextPolicy, PreparedRequest
+from contextfold._engine_window import SessionWindow
 from contextfold._exceptions import ConfigError
 from contextfold.budget import ContextBudget
 from contextfold.compaction import Compactor, ExtractiveSummarizer, Summarizer
@@ -43,6 +44,7 @@ from contextfold.instructions import InstructionsLoader
 from contextfold.models import ModelInfo, ModelRegistry, default_registry
 from contextfold.store import SessionStore, open_store
 from contextfold.tokens import TokenCounter, counter_for
+from contextfold.tools import COMPACT_CONTEXT_TOOL, READ_RESULT_TOOL, ToolSpec
 
 __all__ = ["ContextEngine", "ContextPolicy", "PreparedRequest", "Session"]
 
@@ -115,6 +117,24 @@ class ContextEngine:
     def effective_window(self) -> int:
         """Tokens a request may take: the context window minus the reply reserve."""
         return self.model.context_window - self.reserved_output
+
+    def require_room(self, *, system: str = "", tools: Iterable[ToolSpec] = ()) -> None:
+        """Raise :class:`ConfigError`, naming the sizes, when ``system`` and ``tools`` (with the
+        engine's own tools) and the reply reserve leave a conversation no room in the window.
+
+        :meth:`Session.prepare` checks the same on every turn; call this first to refuse a
+        window that is too small before any session is stored (the CLI does, for ``--window``).
+        """
+        window = SessionWindow(self.model, self.policy.reserved_output)
+        counter = self.counter
+        # The tools a first request would send: deferral may leave some out in a small window.
+        active = engine_deferral(self).select(
+            [*tools, READ_RESULT_TOOL, COMPACT_CONTEXT_TOOL],
+            counter=counter,
+            effective_window=window.effective_window,
+        ).active
+        fixed = counter.count_request([], system=system, tools=active)
+        window.require_room(fixed, counter.count_tools(active))
 
     def new_session(
         self,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from contextfold import Message, ScriptedModel, ToolCallPart
+from contextfold import ConfigError, Message, ScriptedModel, ToolCallPart
 from contextfold.cli import _agent_setup as agent_setup
 from contextfold.cli import app
 
@@ -162,3 +162,27 @@ def test_options_are_settings_of_the_highest_layer(project: Path) -> None:
 
 def agent_settings_for(**options: Any) -> Any:
     return agent_setup.agent_settings(**options)
+
+
+def test_a_window_too_small_for_the_prompt_and_tools_is_refused_before_any_work(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = script(monkeypatch, "never asked")
+
+    result = invoke("--window", "256", "What do the notes say?")
+
+    # The CLI's error boundary (main) prints our errors as one line; under the test runner the
+    # error itself comes back.
+    assert isinstance(result.exception, ConfigError)
+    message = str(result.exception)
+    assert "a window of 256 tokens is too small" in message
+    assert "tool definitions" in message and "Give a window of at least" in message
+    assert model.requests == []  # nothing was sent
+    assert _stored_sessions(project) == 0
+
+
+def _stored_sessions(project: Path) -> int:
+    from contextfold.store import open_store
+
+    with open_store(project.parent / "sessions.db") as store:
+        return len(store.list_sessions())

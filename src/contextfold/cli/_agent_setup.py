@@ -317,6 +317,11 @@ def build_agent(
         sinks=sinks,
         events_log=settings.get("events_log"),
     )
+    try:  # a window too small for the prompt and tools is refused before any session is stored
+        engine.require_room(system=DEFAULT_SYSTEM_PROMPT, tools=toolbox.specs())
+    except ConfigError:
+        engine.close()
+        raise
     return Agent(settings, engine, model, toolbox, approval, root)
 
 

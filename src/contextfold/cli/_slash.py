@@ -85,6 +85,8 @@ def _tokens(chat: ChatState, argument: str) -> bool:
             f"(window {budget.context_window:,})",
             highlight=False,
         )
+        if session.learned_window is not None:
+            out.print(f"  {_learned_window_line(session)}", highlight=False)
         marks = budget.marks(engine.policy.thresholds)
         out.print(
             f"  Marks: mask {marks.mask_tokens:,} · compact {marks.compact_tokens:,} → "
@@ -119,6 +121,8 @@ def _context(chat: ChatState, argument: str) -> bool:
         f"[bold]The view[/bold]: {len(view)} messages the model sees, of {stored} in the "
         "transcript (nothing is deleted: the rest is in the store)."
     )
+    if session.learned_window is not None:
+        out.print(f"  {_learned_window_line(session)}", highlight=False)
     summaries = [p for m in view for p in m.parts_of(SummaryPart)]
     for part in summaries:
         filled = [name for name, items in part.sections.items() if items]
@@ -139,7 +143,7 @@ def _context(chat: ChatState, argument: str) -> bool:
         view,
         engine.counter,
         turns=engine.policy.recent.turns,
-        max_tokens=engine.policy.recent.max_tokens(engine.effective_window),
+        max_tokens=engine.policy.recent.max_tokens(session.effective_window),
     )
     recent = view[start:]
     tokens = sum(engine.counter.count_message(m) for m in recent)
@@ -149,6 +153,14 @@ def _context(chat: ChatState, argument: str) -> bool:
     for message in recent[-15:]:
         out.print(f"    {escape(_describe(message))}", highlight=False)
     return True
+
+
+def _learned_window_line(session: Session) -> str:
+    return (
+        f"Window: {session.context_window:,} tokens, the limit the provider stated when it "
+        f"refused a request (the model's registry window is "
+        f"{session.engine.model.context_window:,}); every request is planned against it."
+    )
 
 
 def _describe(message: Message) -> str:

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from contextfold._engine_window import stored_learned_window
 from contextfold.cli import _render
 from contextfold.cli._render import JsonFlag
 from contextfold.cli._store import (
@@ -245,6 +246,7 @@ def _session_json(info: SessionInfo) -> dict[str, Any]:
         "model": info.model,
         "parent_id": info.parent_id,
         "messages": info.message_count,
+        "learned_window": stored_learned_window(info.metadata),
     }
 
 
@@ -258,6 +260,12 @@ def _print(info: SessionInfo, timeline: list[dict[str, Any]], summary: dict[str,
     title = f" — {info.title}" if info.title else ""
     out.print(f"[bold]{_render.escape(info.id + title)}[/bold]")
     out.print(f"  {info.model or 'model not recorded'} · {info.message_count:,} messages")
+    learned = stored_learned_window(info.metadata)
+    if learned is not None:
+        out.print(
+            f"  window: {learned:,} tokens, the limit the provider stated when it refused a "
+            "request (requests are planned against it)"
+        )
     if not timeline:
         out.print("  Nothing recorded yet: no model calls, edits or compactions.")
         return
