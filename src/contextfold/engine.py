@@ -128,11 +128,15 @@ class ContextEngine:
         window = SessionWindow(self.model, self.policy.reserved_output)
         counter = self.counter
         # The tools a first request would send: deferral may leave some out in a small window.
-        active = engine_deferral(self).select(
-            [*tools, READ_RESULT_TOOL, COMPACT_CONTEXT_TOOL],
-            counter=counter,
-            effective_window=window.effective_window,
-        ).active
+        active = (
+            engine_deferral(self)
+            .select(
+                [*tools, READ_RESULT_TOOL, COMPACT_CONTEXT_TOOL],
+                counter=counter,
+                effective_window=window.effective_window,
+            )
+            .active
+        )
         fixed = counter.count_request([], system=system, tools=active)
         window.require_room(fixed, counter.count_tools(active))
 
