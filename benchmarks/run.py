@@ -63,6 +63,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "< 1",
     ),
     Benchmark(
+        "live_tokens",
+        True,
+        "the engine's estimates vs a live llama.cpp server's prompt tokens (vs "
+        "count_tokens_approximately)",
+        "3",
+    ),
+    Benchmark(
         "outputs",
         False,  # without the corpus it measures truncation and says it skipped repair
         "head+tail truncation latency; history repair throughput on the corpus",

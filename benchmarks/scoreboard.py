@@ -20,6 +20,7 @@ README = ROOT / "benchmarks" / "README.md"
 
 ORDER: tuple[tuple[str, str], ...] = (
     ("token_accuracy", "python -m benchmarks.token_accuracy"),
+    ("live_tokens", "python -m benchmarks.live_tokens"),
     ("outputs", "python -m benchmarks.outputs"),
     ("store", "python -m benchmarks.store"),
     ("engine_overhead", "python -m benchmarks.engine_overhead"),

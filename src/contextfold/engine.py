@@ -12,7 +12,7 @@ keeps a stable, cacheable prefix. Everything the agent adds goes through the ses
         try:
             response = model.complete(request.to_chat_request())
         except ContextOverflowError as error:
-            session.recover(error)          # compact hard; a second overflow raises
+            session.recover(error)          # learn its limit, compact hard; never resend
             continue
         session.add_assistant(response)     # anchors token counts on the reported usage
         if not response.tool_calls:

@@ -24,6 +24,7 @@ from contextfold import (
 )
 from contextfold._engine_recovery import RefusedRequest
 from contextfold.compaction import LLMSummarizer
+from contextfold.compaction.summary import SECTION_NAMES
 from contextfold.events import MemorySink, OverflowRecovered, SummarizerFellBack
 from contextfold.providers import ChatRequest, ChatResponse, OpenAIChat, RetryPolicy
 from contextfold.tools import ToolSpec
@@ -189,19 +190,7 @@ def test_anchored_estimates_track_the_servers_prompt_tokens(
 # A grammar that makes even a base model write the eight sections (llama.cpp's GBNF).
 SECTIONS_GRAMMAR = (
     "root ::= "
-    + " ".join(
-        f'"## {name}\\n- " line'
-        for name in (
-            "Session Intent",
-            "Current Task",
-            "Files Modified",
-            "Files Read",
-            "Key Decisions",
-            "Failed Approaches",
-            "Errors Encountered",
-            "Next Steps",
-        )
-    )
+    + " ".join(f'"## {name}\\n- " line' for name in SECTION_NAMES)
     + '\nline ::= [a-z ]{3,30} "\\n"'
 )
 
