@@ -10,7 +10,8 @@ import pytest
 from contextfold.cli._agent_setup import agent_settings, build_agent
 from tests.real_model.conftest import LlamaServerFactory
 
-N_CTX = 1024
+N_CTX = 4096
+"""The server's context: room for the coding agent's prompt and tools (about 1,700 tokens)."""
 
 
 def build(tmp_path: Path, model: str, base_url: str, window: int | None = None) -> int:
@@ -54,7 +55,7 @@ def test_a_window_set_in_the_config_wins_over_the_server(
 ) -> None:
     server = llama_server(N_CTX)
     (tmp_path / "contextfold.toml").write_text(
-        '[models."llamacpp/gemma-3-270m"]\ncontext_window = 900\n'
+        '[models."llamacpp/gemma-3-270m"]\ncontext_window = 4000\n'
     )
     monkeypatch.chdir(tmp_path)
-    assert build(tmp_path, "llamacpp/gemma-3-270m", server.base_url) == 900
+    assert build(tmp_path, "llamacpp/gemma-3-270m", server.base_url) == 4000
