@@ -25,18 +25,19 @@ know, and only a clearly smaller retry can succeed."""
 class RefusedRequest:
     """A request a provider refused, and the error it gave."""
 
-    signature: tuple[object, ...]
+    signature: tuple[object, ...] | None
+    """``None`` when the refused request is not known (nothing was prepared before)."""
     error: ContextOverflowError
 
     @classmethod
-    def of(cls, request: PreparedRequest, error: ContextOverflowError) -> RefusedRequest:
+    def of(cls, request: PreparedRequest | None, error: ContextOverflowError) -> RefusedRequest:
         """Remember ``request``, refused with ``error``."""
-        return cls(_signature(request), error)
+        return cls(_signature(request) if request is not None else None, error)
 
     def check(self, request: PreparedRequest) -> None:
         """Raise when ``request`` is the one that was refused: the compaction after the refusal
         could remove nothing more, and sending it again would only be refused again."""
-        if _signature(request) != self.signature:
+        if self.signature is None or _signature(request) != self.signature:
             return
         error = self.error
         sent = f"{error.prompt_tokens:,} tokens" if error.prompt_tokens else "the request"

@@ -105,9 +105,9 @@ class Session(ZoneActions):
         self._turn = 0
         self._restarts = 0
         self._wind_down_sent = False
-        self._recovered = False
         self._refused: RefusedRequest | None = None
-        """The request a provider refused, until a reply comes: it is never sent again."""
+        """The request a provider refused, until a reply comes: it is never sent again, and a
+        second refusal before a reply is not recovered from."""
         self._mask_retry_at: int | None = None
         """Raw tokens of tool outputs in the view below which a declined mask batch is not
         planned again."""
@@ -247,7 +247,6 @@ class Session(ZoneActions):
             self._deferral.mark_used(call.name)
         if usage is not None:
             self.record(usage, reply=message)
-        self._recovered = False
         self._refused = None
         return message
 
@@ -465,7 +464,7 @@ class Session(ZoneActions):
         """
         if error.provider == ENGINE_PROVIDER:
             raise error  # nothing was sent: prepare() already compacted as hard as it could
-        if self._recovered:
+        if self._refused is not None:
             raise ContextOverflowError(
                 f"the provider still rejects the request after a hard compaction: {error}",
                 provider=error.provider,
@@ -473,18 +472,16 @@ class Session(ZoneActions):
                 prompt_tokens=error.prompt_tokens,
                 limit=error.limit,
             ) from error
-        self._recovered = True
         refused = self._last
+        self._refused = RefusedRequest.of(refused, error)
         learned = self._window.learn(error.limit)
-        if refused is not None:
-            self._refused = RefusedRequest.of(refused, error)
-            if error.prompt_tokens:  # the provider's own count of what it refused
-                self._estimator.rebase(
-                    self._last_view(),
-                    error.prompt_tokens,
-                    system=self._last_fixed_text,
-                    tools=refused.tools,
-                )
+        if refused is not None and error.prompt_tokens:  # its own count of what it refused
+            self._estimator.rebase(
+                self._last_view(),
+                error.prompt_tokens,
+                system=self._last_fixed_text,
+                tools=refused.tools,
+            )
         m = self._measure_now()
         self._window.require_room(m.fixed_tokens, m.budget.tools, provider=error.provider)
         # Against the (possibly learned) window, the usual target; but a request the provider
