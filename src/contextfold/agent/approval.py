@@ -2,7 +2,7 @@
 
 Three modes, the values of the ``approval`` setting:
 
-- ``ask`` — every write and every shell command is shown to the user through a callback
+- ``ask`` — every write and every shell command is shown to the user, whole, through a callback
   ``approve(tool_name, summary) -> bool`` that the UI supplies (``contextfold chat``'s default);
 - ``auto`` — everything is allowed;
 - ``read-only`` — writes and shell commands are refused; reading and searching still work.
@@ -34,8 +34,13 @@ ApprovalMode: TypeAlias = Literal["ask", "auto", "read-only"]
 _MODES: tuple[str, ...] = get_args(ApprovalMode)
 
 ApprovalCallback: TypeAlias = Callable[[str, str], bool]
-"""``approve(tool_name, summary) -> bool``: ask the user; ``summary`` is a few lines saying what
-the call will do (for edits, a short diff). True allows the call."""
+"""``approve(tool_name, summary) -> bool``: ask the user; True allows the call.
+
+``summary`` is all of what the call will do, however long: the whole command, every line of a
+new file, the whole diff of an overwrite, every hunk of an edit. Its first line says what the
+call is. A UI must let the user see all of it before it can return True (``contextfold chat``
+pages it, and stopping early declines), and it is written by the model: show its terminal
+control characters as escapes, never send them to the terminal."""
 
 
 class ApprovalDeniedError(ToolError):

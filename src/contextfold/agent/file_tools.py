@@ -50,10 +50,9 @@ READ_FILE_LINE_CHARS = 2_000
 """Characters shown of one line; minified files would otherwise fill a page with one line."""
 EDIT_FILE_MAX_BYTES = 10 * 1024 * 1024
 """Largest file ``edit_file`` and ``write_file`` previews load into memory."""
-PREVIEW_LINES = 40
-"""Lines of content or diff shown to the user when asking to approve a write or an edit."""
 PREVIEW_DIFF_MAX_CHARS = 1024 * 1024
-"""Largest file text diffed for an overwrite approval prompt (a full diff is quadratic at worst)."""
+"""Largest file text diffed for an overwrite approval prompt (a full diff is quadratic at worst);
+past it the prompt shows the whole new text instead."""
 EDIT_CONTEXT_LINES = 3
 """Unchanged lines shown around an edit in the result, so the model can check it."""
 EDIT_SNIPPET_LINES = 40
@@ -200,12 +199,15 @@ class FileTools:
         existed = target.exists()
 
         def summary() -> str:
+            # All of the change: the user approves what they are shown, nothing past it.
             size = f"{plural(lines, 'line')} ({human_size(len(data))})"
             if not existed:
-                return f"create {name}: {size}\n{_head_preview(content)}"
+                return f"create {name}: {size}\n{_numbered_preview(content)}"
             old = _read_for_preview(target)
-            diff = "" if old is None else "\n" + _diff_preview(old, content, name)
-            return f"overwrite {name} with {size}{diff}"
+            if old is None or max(len(old), len(content)) > PREVIEW_DIFF_MAX_CHARS:
+                note = "not diffed (the old file is binary or large); all of the new text"
+                return f"overwrite {name} with {size}; {note}:\n{_numbered_preview(content)}"
+            return f"overwrite {name} with {size}\n{_diff_preview(old, content, name)}"
 
         self.approval.require("write_file", summary)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -357,26 +359,24 @@ def _read_for_preview(target: Path) -> str | None:
 # -- previews and reports --------------------------------------------------------------------------
 
 
-def _head_preview(content: str) -> str:
-    lines = content.splitlines()
-    text = numbered(lines[:PREVIEW_LINES], 1)
-    if len(lines) > PREVIEW_LINES:
-        text += f"\n[… {len(lines) - PREVIEW_LINES} more lines]"
-    return text
+def _preview_lines(text: str) -> list[str]:
+    """``text``'s lines as a preview shows them: split at newlines only (a carriage return or
+    form feed inside a line stays there, for the prompt to show), line endings dropped."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _numbered_preview(content: str) -> str:
+    return numbered(_preview_lines(content), 1)
 
 
 def _diff_preview(old: str, new: str, name: str) -> str:
-    if max(len(old), len(new)) > PREVIEW_DIFF_MAX_CHARS:
-        return "[diff not shown: the file is large]"
-    diff = list(
-        difflib.unified_diff(
-            old.splitlines(), new.splitlines(), f"a/{name}", f"b/{name}", n=2, lineterm=""
-        )
+    diff = difflib.unified_diff(
+        _preview_lines(old), _preview_lines(new), f"a/{name}", f"b/{name}", n=2, lineterm=""
     )
-    if len(diff) > PREVIEW_LINES:
-        hidden = len(diff) - PREVIEW_LINES
-        diff = [*diff[:PREVIEW_LINES], f"[… {hidden} more diff lines]"]
-    return "\n".join(diff)
+    return "\n".join(diff) or "(the new text is the same as the old)"
 
 
 def _edit_preview(text: str, plan: EditPlan) -> str:
@@ -388,12 +388,8 @@ def _edit_preview(text: str, plan: EditPlan) -> str:
         plan.old_ranges, plan.new_ranges, strict=True
     ):
         out.append(f"@@ line {old_first} @@")
-        out.extend("-" + line.rstrip("\r") for line in old_lines[old_first - 1 : old_last])
-        out.extend("+" + line.rstrip("\r") for line in new_lines[new_first - 1 : new_last])
-        if len(out) > PREVIEW_LINES:
-            break
-    if len(out) > PREVIEW_LINES:
-        out = [*out[:PREVIEW_LINES], "[… more changes not shown]"]
+        out.extend("-" + line.removesuffix("\r") for line in old_lines[old_first - 1 : old_last])
+        out.extend("+" + line.removesuffix("\r") for line in new_lines[new_first - 1 : new_last])
     return "\n".join(out)
 
 

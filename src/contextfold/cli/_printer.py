@@ -18,7 +18,7 @@ from rich.text import Text
 from contextfold.agent import AgentHooks
 from contextfold.cli._meter import ZONE_STYLES, MeterTracker
 from contextfold.cli._notices import NoticeWriter
-from contextfold.cli._render import shorten
+from contextfold.cli._render import printable, shorten
 from contextfold.events import Event
 from contextfold.messages import ToolCallPart, ToolResultPart
 from contextfold.providers import ChatResponse
@@ -37,10 +37,12 @@ _FOUND = re.compile(r"^Found (\d+) match", re.MULTILINE)
 
 def print_wrapped(console: Console, markup: str, *, lead: str = "", indent: int = 0) -> None:
     """``markup`` after ``lead`` (markup too), wrapped to the console with later lines indented
-    by ``indent`` columns and no trailing spaces (the output is meant to be pasted)."""
-    head = Text.from_markup(lead)
+    by ``indent`` columns and no trailing spaces (the output is meant to be pasted). Control
+    characters in either are shown as escapes (see :func:`printable`)."""
+    head = Text.from_markup(printable(lead), emoji=False)
     width = max(20, console.width - indent)
-    for i, piece in enumerate(Text.from_markup(markup).wrap(console, width)):
+    body = Text.from_markup(printable(markup), emoji=False)
+    for i, piece in enumerate(body.wrap(console, width)):
         piece.rstrip()
         console.print(
             Text.assemble(head if i == 0 else Text(" " * indent), piece),

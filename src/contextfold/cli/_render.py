@@ -1,15 +1,26 @@
-"""Shared output helpers for the commands: consoles, number formats, progress, JSON.
+"""Shared output helpers for the commands: consoles, number formats, progress, JSON, and
+:func:`printable`, which makes text from users, models and stores safe to show on a terminal.
 
 Consoles are made per call, not at import time, so they write to whatever ``sys.stdout`` is when
 a command runs (typer's test runner swaps it). Rich already honours ``NO_COLOR`` and leaves out
 every ANSI code when the output is not a terminal; progress bars go to stderr and only appear on
 a terminal, so piped output stays plain and parseable.
+
+Text the CLI did not write itself (session titles, tool calls, model replies, commands to
+approve) can carry terminal control sequences: ``ESC [8m`` conceals what follows, ``ESC [1A``
+and ``ESC [2K`` erase a line already shown, ``ESC ]52;`` writes the clipboard, a bare carriage
+return prints over the start of a line. The consoles made here pass every string they print
+through :func:`printable`, which shows each such character as an escape (``\\x1b``) instead
+of sending it: a hidden instruction becomes visible rather than silently dropped or obeyed.
+Text that reaches the terminal another way (a :class:`~rich.text.Text` built by hand, a
+``typer`` prompt) goes through :func:`printable` where it is built.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -21,6 +32,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 __all__ = [
     "PIPE_WIDTH",
@@ -35,9 +47,12 @@ __all__ = [
     "plural",
     "print_error",
     "print_json",
+    "printable",
+    "printable_text",
     "progress",
     "shorten",
     "table",
+    "unprintable_count",
 ]
 
 JsonFlag = Annotated[bool, typer.Option("--json", metavar="", help="Print JSON for machines.")]
@@ -62,10 +77,71 @@ def error_console() -> Console:
 
 
 def _console(file: TextIO) -> Console:
-    out = Console(file=file, highlight=False)
+    # No emoji codes: a title ":warning:" is shown as written, not as a picture.
+    out = _PrintableConsole(file=file, highlight=False, emoji=False)
     if not out.is_terminal and not os.environ.get("COLUMNS"):
         out.width = PIPE_WIDTH
     return out
+
+
+class _PrintableConsole(Console):
+    """A console that shows control characters in every string it prints as escapes."""
+
+    def render_str(self, text: str, *args: Any, **kwargs: Any) -> Text:
+        # Every string printed, markup or not, table cells included, comes through here; rich's
+        # own styling is added later, so escaping here never touches it.
+        return super().render_str(printable(text), *args, **kwargs)
+
+
+# -- terminal-safe text ----------------------------------------------------------------------------
+
+_BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_INVISIBLE_FORMATS = "\u00ad\u180e\u200b\u2060-\u2064\ufeff\U000e0000-\U000e007f"
+_UNPRINTABLE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f"  # C0 but newline and tab, DEL, C1 (\x9b is a one-byte CSI)
+    + _BIDI_CONTROLS  # reorder what is shown around them ("Trojan Source")
+    + _INVISIBLE_FORMATS  # zero-width and tag characters: text a reader cannot see
+    + "\u2028\u2029"  # line and paragraph separators
+    + "\ud800-\udfff]"  # lone surrogates (undecodable bytes kept by surrogateescape)
+)
+"""The characters :func:`printable` escapes: those a terminal acts on instead of showing, and
+those that hide or reorder text. Newline and tab are kept; joiners (U+200C, U+200D) too, as
+emoji and several scripts need them."""
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character shown as a Python escape (``\\x1b``, ``\\r``,
+    ``\\u202e``): safe to put on a terminal, with nothing hidden, erased or moved. Newlines and
+    tabs are kept. Escaping twice changes nothing."""
+    return _UNPRINTABLE.sub(_escaped, text)
+
+
+def printable_text(text: str, *, escape_style: str = "reverse") -> Text:
+    """:func:`printable` as rich text, each escape in ``escape_style`` so that it stands out
+    from text that merely looks like an escape."""
+    out = Text()
+    start = 0
+    for match in _UNPRINTABLE.finditer(text):
+        out.append(text[start : match.start()])
+        out.append(_escaped(match), style=escape_style)
+        start = match.end()
+    out.append(text[start:])
+    return out
+
+
+def unprintable_count(text: str) -> int:
+    """How many characters of ``text`` :func:`printable` shows as escapes."""
+    return sum(1 for _ in _UNPRINTABLE.finditer(text))
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    if char == "\r":
+        return "\\r"
+    code = ord(char)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def print_error(message: str, *, warning: bool = False) -> None:

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import TextIO
 
+import typer
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
@@ -26,6 +27,7 @@ from contextfold._paths import data_dir
 from contextfold.agent import run_agent
 from contextfold.budget import Zone
 from contextfold.cli._agent_setup import Agent
+from contextfold.cli._approval import ApprovalPrompt
 from contextfold.cli._meter import MeterTracker, bar
 from contextfold.cli._printer import TranscriptPrinter
 from contextfold.cli._slash import COMMANDS, ChatState, run_slash
@@ -100,7 +102,12 @@ class ChatRepl:
         printer = TranscriptPrinter(out, meter, stream=interactive, one_line=not interactive)
         self.state = ChatState(session, agent.toolbox, out, meter, printer)
         relay.target = printer.event
-        self._always_allow = False
+        self._approval = ApprovalPrompt(
+            out,
+            ask=self._approval_answer,
+            read_key=typer.getchar if interactive else None,
+            scope="this chat",
+        )
         self._status = FormattedText([])
         self._prompt: PromptSession[str] | None = None
         if interactive:
@@ -193,22 +200,17 @@ class ChatRepl:
     # -- approval and the status line --------------------------------------------------------
 
     def approve(self, tool_name: str, summary: str) -> bool:
-        """Ask the user whether a write or command may run (the ``ask`` approval mode)."""
-        if self._always_allow:
-            return True
-        self.out.print(f"[yellow]{escape(tool_name)} wants to run:[/yellow]")
-        for line in summary.splitlines()[:20]:
-            self.out.print(f"  {escape(line)}", highlight=False)
-        question = "Allow? [y]es / [n]o / [a]lways for this chat: "
+        """Ask the user whether a write or command may run (the ``ask`` approval mode), once
+        they have been shown all of ``summary`` (paged on a terminal)."""
+        return self._approval(tool_name, summary)
+
+    def _approval_answer(self, question: str) -> str:
         if self._prompt is not None:
-            answer = self._prompt.prompt(question, bottom_toolbar=None)
-        else:
-            self.out.print(question, end="")
-            answer = self._stdin.readline()
-            self.out.print(escape(answer.strip()))
-        choice = answer.strip().lower()[:1]
-        self._always_allow = choice == "a"
-        return choice in ("y", "a")
+            return self._prompt.prompt(question, bottom_toolbar=None)
+        self.out.print(question, end="", markup=False)
+        answer = self._stdin.readline()
+        self.out.print(escape(answer.strip()))
+        return answer
 
     def _toolbar(self) -> FormattedText:
         return self._status

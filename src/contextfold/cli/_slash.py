@@ -15,7 +15,7 @@ from rich.markup import escape
 from contextfold.agent import Toolbox, restart_session
 from contextfold.cli._meter import MeterTracker, bar
 from contextfold.cli._printer import TranscriptPrinter, describe_call, print_wrapped
-from contextfold.cli._render import format_int, format_time, shorten
+from contextfold.cli._render import format_int, format_time, printable, shorten
 from contextfold.compaction import recent_window_start
 from contextfold.engine import Session
 from contextfold.messages import Message, SummaryPart
@@ -219,7 +219,7 @@ def _sessions(chat: ChatState, argument: str) -> bool:
         parent = f" ← {info.parent_id}" if info.parent_id else ""
         chat.out.print(
             f" {mark} {info.id}  {format_time(info.updated)}  {format_int(info.message_count):>6}"
-            f" msgs  {escape(shorten(info.title or 'untitled', 40))}{parent}",
+            f" msgs  {escape(shorten(printable(info.title or 'untitled'), 40))}{parent}",
             highlight=False,
         )
     chat.out.print("   /resume ID continues one.")

@@ -30,6 +30,7 @@ from contextfold.cli._agent_setup import (
     agent_settings,
     build_agent,
 )
+from contextfold.cli._approval import ApprovalPrompt
 from contextfold.cli._meter import MeterTracker
 from contextfold.cli._printer import TranscriptPrinter
 from contextfold.engine import Session
@@ -126,14 +127,21 @@ def run(
 
 
 def _approver(can_ask: bool) -> ApprovalCallback:
-    """The ``ask`` callback: a yes/no on the terminal, else a refusal explained once."""
+    """The ``ask`` callback: all of the call shown on the terminal (stderr, paged) and a yes or
+    no, else a refusal explained once."""
     warned = False
+    err = _render.error_console()
+
+    def answer(question: str) -> str:
+        err.print(question, end="", markup=False)
+        return sys.stdin.readline()
+
+    prompt = ApprovalPrompt(err, ask=answer, read_key=typer.getchar, scope="this run")
 
     def approve(tool_name: str, summary: str) -> bool:
         nonlocal warned
         if can_ask and sys.stdin.isatty():
-            _render.error_console().print(f"{tool_name} wants to run:\n{summary}", markup=False)
-            return typer.confirm("Allow?", default=False, err=True)
+            return prompt(tool_name, summary)
         if not warned:
             warned = True
             _render.print_error(
@@ -148,7 +156,9 @@ def _approver(can_ask: bool) -> ApprovalCallback:
 
 def _finish_plain(result: AgentResult, printer: TranscriptPrinter) -> None:
     if result.text:
-        sys.stdout.write(result.text.rstrip() + "\n")
+        # The answer as written when it goes to a file or a pipe; shown safely on a terminal.
+        text = _render.printable(result.text) if sys.stdout.isatty() else result.text
+        sys.stdout.write(text.rstrip() + "\n")
     reading = printer.meter.read()
     _render.error_console().print(
         f"[dim]{result.steps} model calls · {result.tool_calls} tool calls · context "

@@ -71,7 +71,8 @@ def list_sessions(
     for info in sessions:
         table.add_row(
             _render.escape(info.id),
-            _render.escape(_render.shorten(info.title or "", 40)),
+            # Cut what will be shown, escapes included, so the column keeps its width.
+            _render.escape(_render.shorten(_render.printable(info.title or ""), 40)),
             _render.escape(info.model or "—"),
             _render.format_int(info.message_count),
             _render.format_time(info.updated),
@@ -195,7 +196,7 @@ def delete(
     with open_existing_store(location) as opened:
         info = opened.get_session(session_id)
         if not yes:
-            title = f" ({info.title})" if info.title else ""
+            title = f" ({_render.printable(info.title)})" if info.title else ""
             typer.confirm(
                 f"Delete session {info.id}{title} and its {info.message_count:,} messages?",
                 abort=True,
