@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, TextIO
 
+import regex
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -95,25 +95,20 @@ class _PrintableConsole(Console):
 
 # -- terminal-safe text ----------------------------------------------------------------------------
 
-_BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-_INVISIBLE_FORMATS = "\u00ad\u180e\u200b\u2060-\u2064\ufeff\U000e0000-\U000e007f"
-_UNPRINTABLE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f"  # C0 but newline and tab, DEL, C1 (\x9b is a one-byte CSI)
-    + _BIDI_CONTROLS  # reorder what is shown around them ("Trojan Source")
-    + _INVISIBLE_FORMATS  # zero-width and tag characters: text a reader cannot see
-    + "\u2028\u2029"  # line and paragraph separators
-    + "\ud800-\udfff]"  # lone surrogates (undecodable bytes kept by surrogateescape)
-)
-"""The characters :func:`printable` escapes: those a terminal acts on instead of showing, and
-those that hide or reorder text. Newline and tab are kept; joiners (U+200C, U+200D) too, as
-emoji and several scripts need them."""
+_UNPRINTABLE = regex.compile(r"(?![\n\t\u200c\u200d])[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]")
+"""The characters :func:`printable` escapes: Unicode's controls (C0, DEL, C1: ``\\x9b`` is a
+one-byte CSI), format characters (bidi overrides that reorder what is shown, zero-width and tag
+characters a reader cannot see), lone surrogates (undecodable bytes kept by ``surrogateescape``)
+and the line and paragraph separators. Newline and tab are layout, kept; so are the two joiners,
+which emoji and several scripts need."""
 
 
 def printable(text: str) -> str:
     """``text`` with every control character shown as a Python escape (``\\x1b``, ``\\r``,
     ``\\u202e``): safe to put on a terminal, with nothing hidden, erased or moved. Newlines and
     tabs are kept. Escaping twice changes nothing."""
-    return _UNPRINTABLE.sub(_escaped, text)
+    shown: str = _UNPRINTABLE.sub(_escaped, text)
+    return shown
 
 
 def printable_text(text: str, *, escape_style: str = "reverse") -> Text:
@@ -134,7 +129,7 @@ def unprintable_count(text: str) -> int:
     return sum(1 for _ in _UNPRINTABLE.finditer(text))
 
 
-def _escaped(match: re.Match[str]) -> str:
+def _escaped(match: regex.Match[str]) -> str:
     char = match.group()
     if char == "\r":
         return "\\r"

@@ -39,7 +39,8 @@ def chat(
     restart as it happens; nothing removed from the window is lost (the agent reads it back with
     read_result).
 
-    In the default `ask` approval mode you confirm each file write and shell command.
+    In the default `ask` approval mode you confirm each file write and shell command, after
+    seeing all of it (paged when long: q stops and declines).
     Type /help for the commands (/tokens, /context, /compact, /resume, ...).
 
     Examples:
