@@ -80,10 +80,12 @@ def test_every_line_is_on_screen_before_the_question_and_pages_fit_the_terminal(
     assert "echo step 200" in term.screen_at_question
     assert "(in /project, timeout 120 s)" in term.screen_at_question
     rows = HEIGHT - APPROVAL_SPARE_ROWS
-    assert len(term.screens_at_keys) == -(-201 // rows) - 1  # one key between two pages
+    first = rows - 1  # under the one-row header
+    assert len(term.screens_at_keys) == -(-(201 - first) // rows)  # one key between two pages
     first_page = term.screens_at_keys[0]
-    assert f"echo step {rows}\n" in first_page and f"echo step {rows + 1}\n" not in first_page
-    assert f"lines 1-{rows} of 201 shown" in first_page
+    assert f"echo step {first}\n" in first_page and f"echo step {first + 1}\n" not in first_page
+    assert f"lines 1-{first} of 201 shown" in first_page
+    assert f"lines 1-{first + rows} of 201 shown" in term.screens_at_keys[1]
 
 
 def test_stopping_in_the_pager_declines_without_asking() -> None:
@@ -95,7 +97,7 @@ def test_stopping_in_the_pager_declines_without_asking() -> None:
     assert term.screen_at_question is None  # no yes could be given
     assert HOSTILE_LINE not in term.output  # line 150 was on a page never shown
     rows = HEIGHT - APPROVAL_SPARE_ROWS
-    assert "Declined" in term.output and f"line {2 * rows} of 201" in term.output
+    assert "Declined" in term.output and f"line {2 * rows - 1} of 201" in term.output
 
 
 @pytest.mark.parametrize("key", ["n", "\x1b", "\x04"])
@@ -126,6 +128,13 @@ def test_unknown_keys_are_ignored() -> None:
     assert term.screen_at_question is not None and HOSTILE_LINE in term.screen_at_question
 
 
+def test_a_wrapped_header_leaves_the_first_page_fewer_rows() -> None:
+    term = FakeTerminal(keys="q")
+    term.prompt()("shell", "\x1b" + long_command())  # the warning wraps the header onto 2 rows
+    first = HEIGHT - APPROVAL_SPARE_ROWS - 2
+    assert f"lines 1-{first} of 201 shown" in term.output
+
+
 def test_wrapped_lines_count_as_the_rows_they_take() -> None:
     long_line = "x" * (3 * WIDTH)  # four rows, with the indent
     summary = "\n".join(f"{n} {long_line}" for n in range(1, 31))
@@ -134,7 +143,7 @@ def test_wrapped_lines_count_as_the_rows_they_take() -> None:
     term.prompt()("shell", summary)
 
     first_page = term.screens_at_keys[0]
-    per_page = (HEIGHT - APPROVAL_SPARE_ROWS) // 4
+    per_page = (HEIGHT - APPROVAL_SPARE_ROWS - 1) // 4  # under the one-row header
     assert f"lines 1-{per_page} of 30 shown" in first_page
 
 

@@ -288,7 +288,8 @@ def test_the_pty_approval_pages_through_a_long_command_before_asking(
         terminal.child.send("\r")
 
     assert HOSTILE_LINE in shown and "(in " in shown  # all of it, before the question
-    assert pages == -(-201 // (TERMINAL_ROWS - APPROVAL_SPARE_ROWS))
+    rows = TERMINAL_ROWS - APPROVAL_SPARE_ROWS
+    assert pages == 1 + -(-(201 - (rows - 1)) // rows)  # the first under a one-row header
     terminal.child.sendline("n")
     terminal.expect("Understood: nothing ran.")
     terminal.say("/quit")

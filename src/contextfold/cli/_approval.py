@@ -29,9 +29,10 @@ from contextfold.cli._render import plural, printable, printable_text, unprintab
 
 __all__ = ["APPROVAL_MIN_PAGE_ROWS", "APPROVAL_SPARE_ROWS", "ApprovalPrompt"]
 
-APPROVAL_SPARE_ROWS = 3
-"""Terminal rows a page of the approval leaves for other lines: the header above the first page,
-the ``-- lines … shown --`` line below each, and one spare, so no page scrolls its own top away."""
+APPROVAL_SPARE_ROWS = 2
+"""Terminal rows a page of the approval leaves free: the ``-- lines … shown --`` line below it
+and one spare, so that no page scrolls its own top away (the first page also leaves the rows of
+the header above it)."""
 APPROVAL_MIN_PAGE_ROWS = 5
 """Fewest rows a page takes, however small the terminal says it is."""
 
@@ -71,8 +72,8 @@ class ApprovalPrompt:
         # Split on newlines only: a carriage return inside a line is shown as an escape, not
         # taken as a line break that would let the rest of the line pass for another line.
         lines = summary.split("\n")
-        self._header(tool_name, lines, summary)
-        shown = self._show(lines)
+        header_rows = self._header(tool_name, lines, summary)
+        shown = self._show(lines, header_rows)
         if shown < len(lines):
             self.console.print(
                 f"[yellow]Declined:[/yellow] you stopped at line {shown:,} of {len(lines):,}; "
@@ -84,7 +85,8 @@ class ApprovalPrompt:
         self.always = choice == "a"
         return choice in ("y", "a")
 
-    def _header(self, tool_name: str, lines: Sequence[str], summary: str) -> None:
+    def _header(self, tool_name: str, lines: Sequence[str], summary: str) -> int:
+        """Print what is asked about and its size; the terminal rows that took."""
         header = Text.assemble(
             (f"{printable(tool_name)} wants to run", "yellow"), f" ({plural(len(lines), 'line')}):"
         )
@@ -96,13 +98,16 @@ class ApprovalPrompt:
                 style="bold red",
             )
         self.console.print(header, soft_wrap=True)
+        return self._rows(header.plain)
 
-    def _show(self, lines: Sequence[str]) -> int:
-        """Print ``lines`` page by page; how many were shown (all, unless the user stopped)."""
+    def _show(self, lines: Sequence[str], taken: int) -> int:
+        """Print ``lines`` page by page, the first page under ``taken`` rows already printed;
+        how many lines were shown (all, unless the user stopped)."""
         read_key = self.read_key
         start = 0
         while start < len(lines):
-            end = len(lines) if read_key is None else self._page_end(lines, start)
+            end = len(lines) if read_key is None else self._page_end(lines, start, taken)
+            taken = 0
             for line in lines[start:end]:
                 self.console.print(Text.assemble(_INDENT, printable_text(line)), soft_wrap=True)
             start = end
@@ -114,21 +119,24 @@ class ApprovalPrompt:
                     read_key = None
         return start
 
-    def _page_end(self, lines: Sequence[str], start: int) -> int:
-        """Where the page from ``start`` ends: as many lines as fill the terminal's rows, the
-        rows a long line wraps onto included (always at least one line)."""
-        size = self.console.size
-        room = max(APPROVAL_MIN_PAGE_ROWS, size.height - APPROVAL_SPARE_ROWS)
-        width = max(1, size.width)
+    def _page_end(self, lines: Sequence[str], start: int, taken: int) -> int:
+        """Where the page from ``start`` ends: as many lines as fill the terminal's rows less
+        ``taken``, the rows a long line wraps onto included (always at least one line)."""
+        height = self.console.size.height
+        room = max(APPROVAL_MIN_PAGE_ROWS, height - APPROVAL_SPARE_ROWS - taken)
         end = start
         while end < len(lines):
-            shown = (_INDENT + printable(lines[end])).expandtabs(_TAB_SIZE)
-            rows = max(1, -(-cell_len(shown) // width))
+            rows = self._rows(_INDENT + printable(lines[end]))
             if end > start and rows > room:
                 break
             room -= rows
             end += 1
         return end
+
+    def _rows(self, text: str) -> int:
+        """Terminal rows ``text`` (one line, no control characters) takes once wrapped."""
+        width = max(1, self.console.size.width)
+        return max(1, -(-cell_len(text.expandtabs(_TAB_SIZE)) // width))
 
     def _more(self, read_key: Callable[[], str], shown: int, total: int) -> str:
         """Ask for a pager key after line ``shown`` of ``total``; the key (``q`` on Ctrl-D)."""
