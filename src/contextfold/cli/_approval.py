@@ -25,7 +25,13 @@ from rich.control import Control
 from rich.segment import ControlType
 from rich.text import Text
 
-from contextfold.cli._render import plural, printable, printable_text, unprintable_count
+from contextfold.cli._render import (
+    escape,
+    plural,
+    printable,
+    printable_text,
+    unprintable_count,
+)
 
 __all__ = ["APPROVAL_MIN_PAGE_ROWS", "APPROVAL_SPARE_ROWS", "ApprovalPrompt"]
 
@@ -77,7 +83,7 @@ class ApprovalPrompt:
         if shown < len(lines):
             self.console.print(
                 f"[yellow]Declined:[/yellow] you stopped at line {shown:,} of {len(lines):,}; "
-                f"the {printable(tool_name)} call was not allowed."
+                f"the {escape(printable(tool_name))} call was not allowed."
             )
             return False
         answer = self.ask(f"Allow? [y]es / [n]o / [a]lways for {self.scope}: ")

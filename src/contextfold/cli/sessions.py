@@ -196,11 +196,9 @@ def delete(
     with open_existing_store(location) as opened:
         info = opened.get_session(session_id)
         if not yes:
-            title = f" ({_render.printable(info.title)})" if info.title else ""
-            typer.confirm(
-                f"Delete session {info.id}{title} and its {info.message_count:,} messages?",
-                abort=True,
-            )
+            title = f" ({info.title})" if info.title else ""
+            question = f"Delete session {info.id}{title} and its {info.message_count:,} messages?"
+            typer.confirm(_render.printable(question), abort=True)  # not a rich console
         opened.delete_session(session_id)
     _render.console().print(
         f"Deleted session {_render.escape(info.id)} ({info.message_count:,} messages)."
