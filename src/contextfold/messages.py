@@ -11,11 +11,14 @@ messages. The Anthropic adapter folds them back into user messages on the way ou
 
 from __future__ import annotations
 
+import itertools
 import json
 import secrets
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias, TypeVar, get_args
 
@@ -35,6 +38,7 @@ __all__ = [
     "new_message_id",
     "part_from_dict",
     "part_to_dict",
+    "reproducible_ids",
 ]
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
@@ -71,8 +75,34 @@ def new_message_id(prefix: str = "msg") -> str:
     """Return a fresh id that sorts by creation time: ``msg_<12 hex time><10 hex random>``.
 
     Within one process the ids are strictly increasing, even when many are made in one microsecond.
+    Inside :func:`reproducible_ids`, the next id of its sequence instead.
     """
+    sequence = _reproducible_sequence.get()
+    if sequence is not None:
+        return f"{prefix}_{next(sequence):022x}"
     return f"{prefix}_{_next_id_microsecond():012x}{secrets.token_hex(5)}"
+
+
+_reproducible_sequence: ContextVar[Iterator[int] | None] = ContextVar(
+    "contextfold_reproducible_ids", default=None
+)
+
+
+@contextmanager
+def reproducible_ids() -> Iterator[None]:
+    """Within the block, fresh ids are ``<prefix>_<22 hex digits counting from 1>``: the same on
+    every run, where :func:`new_message_id`'s hold the clock and a random part.
+
+    Ids reach what a model reads (summaries cite their sources by id), so a computation whose
+    figures must be reproducible (a replay) makes its ids here. They are unique within the block
+    only, and they still sort by creation. The sequence belongs to the current thread (a context
+    variable): ids made by other threads meanwhile are the usual ones.
+    """
+    token = _reproducible_sequence.set(itertools.count(1))
+    try:
+        yield
+    finally:
+        _reproducible_sequence.reset(token)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -15,8 +15,12 @@ Choices that shape the figures:
   transcript leaves out); once our view differs, anchoring on it would mix two different
   requests. Every figure is our counter's count of exactly what we would send; the recorded
   prompt size is kept beside it (:attr:`TurnRecord.recorded_prompt_tokens`).
-- **Compaction runs in the foreground** (``ContextPolicy(background=False)``): a replay has no
-  model latency to hide background work behind, and its results must not depend on thread timing.
+- **The same figures on every run.** Compaction runs in the foreground
+  (``ContextPolicy(background=False)``): a replay has no model latency to hide background work
+  behind, and its results must not depend on thread timing. The ids the session makes (tool
+  results, summaries, notes) come from :func:`~contextfold.messages.reproducible_ids`: summaries
+  cite their sources by id, and fresh ids hold the clock and a random part, which changed how many
+  tokens a summary was from one run to the next.
 - **The original agent's own summaries are not input** (Claude Code's ``isCompactSummary``
   message): the replay sees the full history and compacts it its own way; where the original
   compacted is recorded on the request axis (:class:`OriginalCompaction`).
@@ -35,7 +39,7 @@ from contextfold.compaction.summary import ExtractiveSummarizer, StructuredSumma
 from contextfold.edits import ContextEdit, MaskEdit, apply_edit, edit_action
 from contextfold.engine import ContextEngine, ContextPolicy, PreparedRequest, Session
 from contextfold.formats.transcript import Transcript
-from contextfold.messages import Message
+from contextfold.messages import Message, reproducible_ids
 from contextfold.models import ModelInfo, ModelRegistry, default_registry
 from contextfold.providers.base import ChatRequest
 from contextfold.providers.replay import ReplayModel
@@ -144,6 +148,17 @@ def replay(
     transcript, :func:`~contextfold.replay.probes.probes_for`).
     """
     info = resolve_model(transcript, model, window, registry)
+    with reproducible_ids():
+        return _replay_once(transcript, preset, info, policy, probes)
+
+
+def _replay_once(
+    transcript: Transcript,
+    preset: str,
+    info: ModelInfo,
+    policy: ContextPolicy,
+    probes: Sequence[Probe] | None,
+) -> ReplayRun:
     with warnings.catch_warnings():
         # The store lives in memory: no WAL file and no other writer, so the old-SQLite warning
         # (about several processes writing one database file) does not apply.
@@ -302,8 +317,7 @@ class _Replayer:
         chat = request.to_chat_request() if request else ChatRequest(messages=session.view)
         answer = self.model.complete(chat)
         # The recorded usage measured the original context, not ours: never anchor on it. The
-        # recorded id is kept (the store is this replay's own): summaries cite ids, and fresh
-        # time-based ones would make token counts differ from run to run.
+        # recorded id is kept (the store is this replay's own), so summaries cite the transcript's.
         session.add_assistant(replace(answer.message.with_meta(usage=None), id=recorded.id))
 
     def _prepare(self) -> tuple[PreparedRequest | None, int]:
