@@ -19,11 +19,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Literal, TypeAlias
 
 from contextfold._error_lines import error_lines
 from contextfold._graphemes import floor_boundary
 from contextfold.messages import ToolCallPart, ToolResultPart
+from contextfold.store._redact import redact_text
 
 __all__ = [
     "PLACEHOLDER_MAX_CHARS",
@@ -194,12 +196,13 @@ def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
 
 
 def _first_arg(args: Mapping[str, Any], keys: tuple[str, ...]) -> str:
+    """The first of ``keys`` that ``args`` holds, secrets redacted (it is quoted cut short)."""
     for key in keys:
         value = args.get(key)
         if isinstance(value, str) and value.strip():
-            return value
+            return redact_text(value)
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            return " ".join(value)
+            return redact_text(" ".join(value))
     return ""
 
 
@@ -308,8 +311,12 @@ def placeholder_for(result: ToolResultPart, call: ToolCallPart | None, ref: str)
     verbatim (:data:`PLACEHOLDER_MAX_ERRORS`, within :data:`PLACEHOLDER_ERROR_CHARS` after the
     last one): for a failed call, what says why it failed; for one that succeeded, the last line
     of each Python traceback it printed (a test run that reports a failure can still exit 0).
+    Everything it quotes has its secrets redacted.
     """
     tail = f" → read_result {ref}"
+    # Lines are quoted cut short, and a piece of a secret is no longer recognised as one (nor is
+    # the last line of `head -5 id_rsa`): quote from the output with its secrets redacted.
+    result = replace(result, content=redact_text(result.content))
     summary = _describe(result, call)
     room = PLACEHOLDER_MAX_CHARS - len(tail) - len("[masked] ")
     if len(summary) > room:

@@ -15,6 +15,9 @@ not shown. Whole lines are kept when they fit; a line too long for its share (a 
 JSON blob) is cut inside, always on a grapheme-cluster boundary. Errors usually sit at the end of
 an output, so the tail gets the larger share.
 
+Secrets are redacted before an output is cut (never after: a cut that drops the ``BEGIN`` line
+of a key leaves a body no redactor recognises); an output that fits is returned as it is.
+
 The search works on the UTF-8 bytes with ``find``/``rfind`` from both ends, so its cost grows with
 what is kept, not with the size of the output.
 """
@@ -22,11 +25,12 @@ what is kept, not with the size of the output.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from contextfold._exceptions import ConfigError
 from contextfold._graphemes import ceil_boundary, floor_boundary
+from contextfold.store._redact import redact_text
 
 __all__ = [
     "DEFAULT_HEAD_RATIO",
@@ -178,7 +182,8 @@ class TruncatedOutput:
     ``exceeded`` names the limits the full output broke (``"lines"``, ``"bytes"``,
     ``"tokens"``; tokens are only counted when lines and bytes fit, so a huge output is never
     tokenized whole). Counts are of the output after any invalid-UTF-8 replacement
-    (``invalid_utf8``).
+    (``invalid_utf8``) and, when a secret had to be redacted before the cut (``redacted``),
+    of the redacted output.
     """
 
     text: str
@@ -190,6 +195,7 @@ class TruncatedOutput:
     omitted_bytes: int = 0
     exceeded: tuple[str, ...] = ()
     invalid_utf8: bool = False
+    redacted: bool = False
 
 
 # --------------------------------------------------------------------------------------------------
@@ -382,15 +388,18 @@ def truncate_head_tail(
     is), then the head, the exact marker ``[… N of M lines (K bytes) omitted …]`` and the tail.
     ``counter`` counts tokens (a :mod:`contextfold.tokens` counter); without one, a cheap
     estimate is used. ``bytes`` are decoded as UTF-8, invalid sequences replaced.
+
+    Secrets are redacted before anything is cut (``redacted=True`` when one was): a cut can
+    drop the ``BEGIN`` line of a key or keep half a token, and no redactor would recognise what
+    is left. When the redacted text fits the limits, it comes back whole (``truncated=False``).
     """
     limits = limits or OutputLimits()
     text, data, replaced = decode_output(output)
-    total_bytes = len(data)
     total_lines = data.count(b"\n") + (0 if not data or data[-1] == 0x0A else 1)
     exceeded = []
     if total_lines > limits.max_lines:
         exceeded.append("lines")
-    if total_bytes > limits.max_bytes:
+    if len(data) > limits.max_bytes:
         exceeded.append("bytes")
     total_tokens = 0
     if not exceeded:
@@ -398,10 +407,33 @@ def truncate_head_tail(
         if total_tokens > limits.max_tokens:
             exceeded.append("tokens")
     if not exceeded:
+        return TruncatedOutput(text, False, total_lines, len(data), len(data), 0, 0, (), replaced)
+    safe = redact_text(text)
+    if safe == text:
+        return _cut_to_fit(text, data, limits, counter, note, exceeded, total_tokens, replaced)
+    data = safe.encode("utf-8")
+    if limits.fits(safe, counter):
+        size = len(data)
         return TruncatedOutput(
-            text, False, total_lines, total_bytes, total_bytes, 0, 0, (), replaced
+            safe, False, count_lines(safe), size, size, 0, 0, tuple(exceeded), replaced, True
         )
+    cut = _cut_to_fit(safe, data, limits, counter, note, exceeded, 0, replaced)
+    return replace(cut, redacted=True)
 
+
+def _cut_to_fit(
+    text: str,
+    data: bytes,
+    limits: OutputLimits,
+    counter: TextCounter | None,
+    note: str | None,
+    exceeded: list[str],
+    total_tokens: int,
+    replaced: bool,
+) -> TruncatedOutput:
+    """``text`` (``data`` in UTF-8, ``total_tokens`` when counted) cut to fit ``limits``."""
+    total_bytes = len(data)
+    total_lines = count_lines(text)
     note_line = " ".join(note.split("\n")) if note else ""
     prefix = (
         HEADER.format(total=total_lines) + "\n" + (note_line + "\n" if note_line else "") + "\n"

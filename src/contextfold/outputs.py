@@ -14,6 +14,13 @@ Nothing is lost: the only path that keeps less than the full output without a re
 blob store, and then the result says so and a ``ComponentDegraded`` event is emitted (the agent's
 turn goes on with the cut output).
 
+Secrets are redacted before anything is cut. A cut can drop the ``BEGIN`` line of a private key
+or keep half a token, and what is left is persisted with the message while no redactor recognises
+it any more. So the head and tail of a cut output, the preview of an offloaded one and the error
+lines a note names all come from the redacted text, in memory too. Only an output kept whole
+reaches the model as it is (the store redacts the whole message when it persists it). The full
+text goes to the blob store as it is: a persistent store redacts it whole.
+
 :func:`placeholder_for` writes the one-line stand-in that observation masking puts in place of an
 old output.
 """
@@ -51,6 +58,7 @@ from contextfold._truncate import (
 )
 from contextfold.events import ComponentDegraded, Event, OutputOffloaded, OutputTruncated
 from contextfold.messages import ToolResultPart
+from contextfold.store._redact import redact_text
 
 __all__ = [
     "DEFAULT_HEAD_RATIO",
@@ -84,6 +92,11 @@ OutputAction: TypeAlias = Literal["kept", "truncated", "offloaded"]
 
 PREVIEW_MAX_LINES = 20
 """Most lines an offload preview shows (head and tail together), whatever its character count."""
+PREVIEW_REDACTION_MARGIN = 32 * 1024
+"""Characters beyond what a preview shows that are redacted with it, at each end of a long
+output. A secret that the edge of such a window falls inside is not recognised, so the preview
+keeps at least half the margin away from the edges (else the whole output is redacted): the
+longest secret, a PEM private key (1.7 KB for RSA-2048, 12.7 KB for RSA-16384), fits in that."""
 _TOOL_NAME_CHARS = 64
 _REASON_CHARS = 160
 
@@ -170,6 +183,9 @@ def prepare_tool_output(
         part = result if text == result.content else replace(result, content=text)
         return PreparedOutput(part, "kept", size, size, result.ref)
 
+    # The cut is made from the redacted text (see the module docstring); the full text goes to
+    # the blob store as it is, and a persistent store redacts it whole.
+    redacted = redact_text(text)
     ref: str | None = None
     note: str | None = None
     if degraded is None and policy.store_truncated and blobs is not None:
@@ -190,13 +206,13 @@ def prepare_tool_output(
                 error=degraded,
             )
         )
-    cut = truncate_head_tail(text, limits, counter=counter, note=note)
-    missing = _omitted_errors(text, cut.text, result)
+    cut = truncate_head_tail(redacted, limits, counter=counter, note=note)
+    missing = _omitted_errors(redacted, cut.text, result)
     if missing:
         # An error line in the cut middle would be silently out of view: the note names it.
         listed = " | ".join(f'"{line}"' for line in missing)
         note = f"{note + ' ' if note else ''}Errors in the omitted part: {listed}"
-        cut = truncate_head_tail(text, limits, counter=counter, note=note)
+        cut = truncate_head_tail(redacted, limits, counter=counter, note=note)
     events.append(
         OutputTruncated(
             session_id=session_id,
@@ -231,19 +247,47 @@ def _store(
         return None, reason
 
 
-def _preview_parts(text: str, chars: int, ratio: float, mode: str) -> tuple[str, str]:
-    """Head and tail excerpts of ``text`` (about ``chars`` characters), cut on cluster boundaries
-    and capped at :data:`PREVIEW_MAX_LINES` lines."""
+@dataclass(frozen=True, slots=True)
+class _RedactedEnds:
+    """What a preview is cut from: the start and the end of an output, secrets redacted (both
+    the whole output when it is short), and the length of the redacted output."""
+
+    head: str
+    tail: str
+    chars: int
+
+
+def _redacted_ends(text: str, chars: int) -> _RedactedEnds:
+    """The ends of ``text`` a preview of ``chars`` characters can show, secrets redacted.
+
+    A long output has only its two ends redacted, each with :data:`PREVIEW_REDACTION_MARGIN`
+    characters beyond what the preview shows, so that an offload costs the same whatever the
+    size of the output (the middle counts as it is in ``chars``).
+    """
+    window = chars + PREVIEW_REDACTION_MARGIN
+    if len(text) > 2 * window:
+        head, tail = redact_text(text[:window]), redact_text(text[-window:])
+        # What redaction removed brings the shown part closer to the edges of the windows.
+        if min(len(head), len(tail)) >= chars + PREVIEW_REDACTION_MARGIN // 2:
+            return _RedactedEnds(head, tail, len(text) - 2 * window + len(head) + len(tail))
+    whole = redact_text(text)
+    return _RedactedEnds(whole, whole, len(whole))
+
+
+def _preview_parts(ends: _RedactedEnds, chars: int, ratio: float, mode: str) -> tuple[str, str]:
+    """Head and tail excerpts (about ``chars`` characters), cut on cluster boundaries and capped
+    at :data:`PREVIEW_MAX_LINES` lines."""
     if chars <= 0:
         return "", ""
-    if len(text) <= chars:
-        head, tail = text, ""
+    start, end = ends.head, ends.tail
+    if ends.chars <= chars:
+        head, tail = start, ""
     elif mode == "head":
-        head, tail = text[: floor_boundary(text, chars)], ""
+        head, tail = start[: floor_boundary(start, chars)], ""
     else:
         head_chars = int(chars * ratio)
-        head = text[: floor_boundary(text, head_chars)]
-        tail = text[ceil_boundary(text, len(text) - (chars - head_chars)) :]
+        head = start[: floor_boundary(start, head_chars)]
+        tail = end[ceil_boundary(end, len(end) - (chars - head_chars)) :]
     head_lines = PREVIEW_MAX_LINES if not tail else max(1, round(PREVIEW_MAX_LINES * ratio))
     head = "".join(head.splitlines(keepends=True)[:head_lines])
     if tail:
@@ -259,23 +303,26 @@ def _offload_text(
     counter: TextCounter | None,
     policy: OutputPolicy,
 ) -> str:
-    """The preview that replaces an offloaded output; always within ``limits``."""
+    """The preview that replaces an offloaded output; always within ``limits``, and cut from
+    the output with its secrets redacted."""
     name = tool_name or "tool"
     if len(name) > _TOOL_NAME_CHARS:
         name = name[: _TOOL_NAME_CHARS - 1] + "…"
     chars = limits.preview_chars
+    ends = _redacted_ends(text, chars)
+    about = (
+        f"[Output of {name} stored outside the context: {info.size_bytes} bytes, "
+        f"{count_lines(text)} lines. ref={info.ref}]"
+    )
     message = ""
     while True:
-        head, tail = _preview_parts(text, chars, limits.head_ratio, policy.preview)
+        head, tail = _preview_parts(ends, chars, limits.head_ratio, policy.preview)
         shown = len(head) + len(tail)
-        lines = [
-            f"[Output of {name} stored outside the context: {info.size_bytes} bytes, "
-            f"{count_lines(text)} lines. ref={info.ref}]",
-        ]
+        lines = [about]
         if head:
             lines.append(head.rstrip("\n"))
-        if shown < len(text):
-            lines.append(f"[… {len(text) - shown} characters not shown …]")
+        if shown < ends.chars:
+            lines.append(f"[… {ends.chars - shown} characters not shown …]")
         if tail:
             lines.append(tail.rstrip("\n"))
         lines.append(
