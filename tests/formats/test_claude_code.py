@@ -97,6 +97,29 @@ def test_compaction_boundary_and_summary(tmp_path: Path) -> None:
     assert transcript.summaries() == [message]
 
 
+def test_a_session_continued_after_a_compaction_begins_with_the_summary(tmp_path: Path) -> None:
+    # The boundary's logical parent and the history it summarizes are in the earlier file.
+    boundary = {
+        "type": "system",
+        "subtype": "compact_boundary",
+        "uuid": "k",
+        "parentUuid": None,
+        "logicalParentUuid": "in-the-earlier-file",
+        "compactMetadata": {"trigger": "manual", "preTokens": 120_000},
+    }
+    summary = user("s", "k", "Summary: the user wants X.", isCompactSummary=True)
+    path = write_jsonl(tmp_path / "s.jsonl", [boundary, summary, reply("a", "s", "on it")])
+    transcript = load_transcript(path)
+    assert transcript.warnings == []
+    assert [m.id for m in transcript.messages] == ["s", "a"]
+    assert transcript.messages[0].meta.kind == "summary"
+    assert transcript.messages[0].parts == (
+        SummaryPart("Summary: the user wants X.", covers=None, source="claude-code"),
+    )
+    [compaction] = transcript.compactions
+    assert (compaction.index, compaction.trigger, compaction.pre_tokens) == (0, "manual", 120_000)
+
+
 def test_meta_records_are_hidden_and_api_errors_never_reach_the_model(tmp_path: Path) -> None:
     error = reply("e", "m", "API Error: overloaded", isApiErrorMessage=True)
     error["message"]["model"] = "<synthetic>"

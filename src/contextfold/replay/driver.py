@@ -23,7 +23,9 @@ Choices that shape the figures:
   tokens a summary was from one run to the next.
 - **The original agent's own summaries are not input** (Claude Code's ``isCompactSummary``
   message): the replay sees the full history and compacts it its own way; where the original
-  compacted is recorded on the request axis (:class:`OriginalCompaction`).
+  compacted is recorded on the request axis (:class:`OriginalCompaction`). A summary the session
+  *begins* with is input: the session continues an earlier one, whose history is in no other
+  message (without it, the first request would hold no message at all).
 - Subagent transcripts are not replayed (they ran in their own context windows).
 """
 
@@ -275,12 +277,11 @@ class _Replayer:
     def run(self) -> None:
         session = self.session
         original_compacted = False
+        left_out = _left_out(self.transcript.messages)
         for index, message in enumerate(self.transcript.messages):
-            if message.role == "system":
-                continue
-            if message.meta.kind in SUMMARY_KINDS:
-                # The original agent's summary (or digest) is not our input; mark where it was.
-                original_compacted = original_compacted or message.meta.kind == "summary"
+            # Where the original agent's summary was is marked, whether or not it is our input.
+            original_compacted = original_compacted or message.meta.kind == "summary"
+            if index in left_out:
                 continue
             if message.role == "user" and message.meta.agent_visible:
                 session.add_user(message)
@@ -357,6 +358,7 @@ class _Replayer:
             base,
             summary_input_tokens=summary_read,
             tokens=request.tokens,
+            messages=len(request.messages),
             zone=request.zone.value,
             fits=request.tokens <= self.engine.effective_window,
             edits=tuple(edits),
@@ -433,11 +435,25 @@ def _system_text(transcript: Transcript) -> str:
     return "\n\n".join(m.text for m in transcript.messages if m.role == "system" and m.text)
 
 
+def _left_out(messages: Sequence[Message]) -> set[int]:
+    """Indexes of the transcript's messages a replay does not feed to its session: system
+    messages (they are the system prompt) and the original agent's summaries (and digests) of
+    history the replay has too. A summary the session begins with is fed: it carries the history
+    of the session this one continues, which no other message holds (the task among it)."""
+    out: set[int] = set()
+    started = False  # a message of the conversation has been fed
+    for index, message in enumerate(messages):
+        if message.role == "system" or (started and message.meta.kind in SUMMARY_KINDS):
+            out.add(index)
+        elif message.meta.agent_visible:
+            started = True
+    return out
+
+
 def _full_tokens(transcript: Transcript, counter: TokenCounter) -> int:
+    left_out = _left_out(transcript.messages)
     messages = [
-        m
-        for m in transcript.messages
-        if m.role != "system" and m.meta.kind not in SUMMARY_KINDS and m.meta.agent_visible
+        m for i, m in enumerate(transcript.messages) if i not in left_out and m.meta.agent_visible
     ]
     return counter.count_request(messages, system=_system_text(transcript), tools=transcript.tools)
 

@@ -79,6 +79,8 @@ class TurnRecord:
     summary_input_tokens: int = 0
     """Tokens the summarizer read before this request (what it summarized, plus the summary it
     extended): what a model-written summary would add as a call of its own."""
+    messages: int = 0
+    """Messages in the request (0 when it did not fit: nothing was sent)."""
 
     @property
     def prefix_share(self) -> float:
@@ -98,6 +100,7 @@ class TurnRecord:
             "tokens": self.tokens,
             "zone": self.zone,
             "fits": self.fits,
+            "messages": self.messages,
             "reused_tokens": self.reused_tokens,
             "cost_anthropic": round(self.cost_anthropic, 6),
             "cost_openai": round(self.cost_openai, 6),
