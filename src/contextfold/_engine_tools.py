@@ -42,11 +42,8 @@ def _describe(result: object) -> str:
     from contextfold.compaction import CompactResult
 
     assert isinstance(result, CompactResult)
-    if not result.edits:
-        return (
-            "Nothing to compact: the context is already small "
-            f"({result.before_tokens:,} tokens of conversation)."
-        )
+    if not result.changed:
+        return f"Nothing compacted: {result.unchanged_reason}."
     steps = ", ".join(result.strategies_run) or "none"
     outcome = "" if not result.failed else f" It freed less than hoped: {result.reason}."
     return (

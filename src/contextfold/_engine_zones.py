@@ -322,7 +322,6 @@ def min_mask_batch(strategies: Iterable[object]) -> float:
 
 
 def _why_unused(result: CompactResult) -> str:
-    """Why a compaction result changed nothing, in words for its CompactionFailed event."""
-    if result.failed and result.reason:
-        return result.reason
-    return result.reason or "nothing could be removed: every message is needed or already small"
+    """Why a compaction result was not used or changed nothing, in words for its
+    CompactionFailed event."""
+    return result.reason or result.unchanged_reason

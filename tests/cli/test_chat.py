@@ -153,8 +153,8 @@ def test_the_pty_chat_shows_the_meter_tokens_compact_and_quits(terminal: Termina
     assert "Marks: mask 3,600 · compact 4,800 → 3,000" in budget
 
     terminal.say("/compact")
-    terminal.expect("◆ compacted the context: 4,")
-    terminal.expect("/compact)")
+    terminal.expect("Compacted 7 of 14 messages (summarized 7): 4,")
+    terminal.expect("tokens in the context.")
 
     terminal.say("/quit")
     terminal.expect("is saved; continue it with")

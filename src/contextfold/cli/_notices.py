@@ -2,7 +2,9 @@
 
 ``chat``, ``run`` and ``demo`` print these as they happen, so nothing the engine does to the
 context goes unannounced. Token usage and the start of a compaction have no line of their own
-(the meter shows usage; the finished compaction reports itself).
+(the meter shows usage; the finished compaction reports itself). A compaction the user asked
+for (``/compact``, trigger ``"manual"``) has no notice either: the command reports what it did
+from the :class:`~contextfold.compaction.CompactResult` it got, so nothing is said twice.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from contextfold.agent._text import human_size
 from contextfold.events import (
     CompactionFailed,
     CompactionFinished,
+    CompactionStarted,
     ComponentDegraded,
     Event,
     ObservationsMasked,
@@ -24,12 +27,14 @@ from contextfold.events import (
     ToolsDeferred,
 )
 
-__all__ = ["Notice", "NoticeWriter"]
+__all__ = ["MANUAL_TRIGGER", "Notice", "NoticeWriter"]
+
+MANUAL_TRIGGER = "manual"
+"""The trigger of a compaction the user asked for (``session.compact()``'s default)."""
 
 _TRIGGERS = {
     "threshold": "the window reached the compact threshold",
     "block": "the window was nearly full",
-    "manual": "/compact",
     "agent": "the model asked for it",
     "overflow": "the provider said the request was too long",
     "background": "prepared in the background",
@@ -45,30 +50,27 @@ class Notice:
 
 
 class NoticeWriter:
-    """Turns engine events into notices; a repeated deferral of the same tools is said once."""
+    """Turns engine events into notices; a repeated deferral of the same tools is said once,
+    and the events of a manual compaction are left to the command that asked for it."""
 
     def __init__(self) -> None:
         self._deferred: tuple[str, ...] = ()
+        self._in_manual_compaction = False
+        self._overflow_freed_nothing = False
 
     def notice(self, event: Event) -> Notice | None:
         """The notice for ``event``, or ``None`` when it needs none."""
+        if isinstance(event, CompactionStarted):
+            self._in_manual_compaction = event.trigger == MANUAL_TRIGGER
+            return None
+        if isinstance(event, CompactionFinished | CompactionFailed):
+            return self._compaction_ended(event)
         if isinstance(event, ObservationsMasked):
+            if self._in_manual_compaction:  # a step of the compaction /compact reports
+                return None
             return Notice(
                 f"masked {_n(event.count, 'old tool output')} (−{event.freed_tokens:,} tokens); "
                 "read_result brings any back"
-            )
-        if isinstance(event, CompactionFinished):
-            steps = ", ".join(event.strategies_run) or "no strategy"
-            why = _TRIGGERS.get(event.trigger, event.trigger)
-            return Notice(
-                f"compacted the context: {event.before_tokens:,} → {event.after_tokens:,} tokens, "
-                f"{event.before_messages} → {event.after_messages} messages ({steps}; {why})"
-            )
-        if isinstance(event, CompactionFailed):
-            return Notice(
-                f"compaction freed too little ({event.before_tokens:,} → "
-                f"{event.after_tokens:,} tokens): {event.reason}",
-                "warning",
             )
         if isinstance(event, OutputOffloaded):
             return Notice(
@@ -98,6 +100,14 @@ class NoticeWriter:
             )
         if isinstance(event, OverflowRecovered):
             limit = f" (its limit: {event.limit:,})" if event.limit else ""
+            if self._overflow_freed_nothing:
+                self._overflow_freed_nothing = False
+                return Notice(
+                    f"the provider refused a request of {event.before_tokens:,} tokens as too "
+                    f"long{limit}; nothing more could be removed from the context, so there is "
+                    "no smaller request to retry with",
+                    "warning",
+                )
             learned = (
                 f"; planning against {event.window:,} tokens from now on"
                 if event.learned_window
@@ -119,6 +129,35 @@ class NoticeWriter:
                 "warning",
             )
         return None
+
+    def _compaction_ended(self, event: CompactionFinished | CompactionFailed) -> Notice | None:
+        if event.trigger == MANUAL_TRIGGER:
+            self._in_manual_compaction = False
+            return None  # /compact says what it did itself
+        # A failed compaction that left the size as it was changed nothing: it is not reported
+        # as one that freed a little, nor is the retry of an overflow said to be smaller.
+        freed_nothing = isinstance(event, CompactionFailed) and (
+            event.after_tokens >= event.before_tokens
+        )
+        if event.trigger == "overflow":
+            self._overflow_freed_nothing = freed_nothing
+        if isinstance(event, CompactionFinished):
+            steps = ", ".join(event.strategies_run) or "no strategy"
+            why = _TRIGGERS.get(event.trigger, event.trigger)
+            return Notice(
+                f"compacted the context: {event.before_tokens:,} → {event.after_tokens:,} tokens, "
+                f"{event.before_messages} → {event.after_messages} messages ({steps}; {why})"
+            )
+        if freed_nothing:
+            return Notice(
+                f"compaction freed nothing ({event.before_tokens:,} tokens): {event.reason}",
+                "warning",
+            )
+        return Notice(
+            f"compaction freed too little ({event.before_tokens:,} → "
+            f"{event.after_tokens:,} tokens): {event.reason}",
+            "warning",
+        )
 
 
 def _n(count: int, noun: str) -> str:

@@ -16,12 +16,12 @@ from contextfold.agent import Toolbox, restart_session
 from contextfold.cli._meter import MeterTracker, bar
 from contextfold.cli._printer import TranscriptPrinter, describe_call, print_wrapped
 from contextfold.cli._render import format_int, format_time, printable, shorten
-from contextfold.compaction import recent_window_start
+from contextfold.compaction import CompactResult, recent_window_start
 from contextfold.engine import Session
 from contextfold.messages import Message, SummaryPart
 from contextfold.tools import COMPACT_CONTEXT_TOOL, READ_RESULT_TOOL
 
-__all__ = ["COMMANDS", "ChatState", "SlashCommand", "run_slash"]
+__all__ = ["COMMANDS", "ChatState", "SlashCommand", "manual_compaction_report", "run_slash"]
 
 
 @dataclass
@@ -178,15 +178,32 @@ def _describe(message: Message) -> str:
 
 
 def _compact(chat: ChatState, argument: str) -> bool:
-    result = chat.session.compact(argument or None)
-    # A compaction that ran reports itself (◆ line); say so only when there was nothing to do.
-    if not result.edits and not result.failed:
-        chat.out.print(
-            f"Nothing to compact: the conversation is already small "
-            f"({result.before_tokens:,} tokens).",
-            highlight=False,
-        )
+    # The engine's events for a manual compaction get no notice: this is its one report.
+    session = chat.session
+    before = session.usage().context_tokens
+    result = session.compact(argument or None)
+    chat.out.print(
+        escape(manual_compaction_report(result, before, session.usage().context_tokens)),
+        highlight=False,
+    )
     return True
+
+
+def manual_compaction_report(result: CompactResult, before_tokens: int, after_tokens: int) -> str:
+    """What ``/compact`` did, in plain words: the messages changed and how, and the context's
+    size before and after (``before_tokens`` / ``after_tokens``, the meter's figures); or that
+    nothing changed, and why."""
+    if not result.changed:
+        return f"Nothing compacted: {result.unchanged_reason}."
+    changes = result.message_changes()
+    readable = ""
+    # Every tool output a compaction hides or shortens is stored first, under a ref.
+    if any(m.tool_results for m in result.before_view if m.id in changes):
+        readable = "; the tool outputs it took out stay readable with read_result"
+    return (
+        f"Compacted {result.what_changed()}: {before_tokens:,} → {after_tokens:,} tokens in the "
+        f"context{readable}."
+    )
 
 
 def _restart(chat: ChatState, argument: str) -> bool:

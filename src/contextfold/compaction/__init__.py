@@ -33,8 +33,12 @@ subtracts system prompt and tool descriptions first)::
 
 Every call returns a :class:`CompactResult`: append ``result.edits`` to the transcript, publish
 ``result.events`` and ``CompactionFinished`` (or ``CompactionFailed`` when ``result.failed``:
-less than ``min_progress`` of the window freed, reported and never retried in a loop), and
-snapshot ``result.view``.
+less than ``min_progress`` of the window freed, reported and never retried in a loop; or when
+nothing changed), and snapshot ``result.view``. A result without edits (``result.changed`` is
+false) changed nothing and is never reported as a compaction; ``result.describe()`` says what
+happened in one line for a person (``compacted 14 of 48 messages (summarized 12, dropped 2):
+6,120 → 5,602 tokens of conversation``, or ``nothing compacted:`` and why), and
+``result.message_changes()`` gives each changed message's fate by id.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from contextfold.compaction._shrink import ShrinkToFit
 from contextfold.compaction.background import BackgroundCompactor
 from contextfold.compaction.pipeline import (
     DEFAULT_MIN_PROGRESS,
+    NOTHING_TO_REMOVE,
     PRESETS,
     Compactor,
     CompactResult,
@@ -79,6 +84,7 @@ from contextfold.compaction.window import RecentWindow, atomic_units, recent_win
 
 __all__ = [
     "DEFAULT_MIN_PROGRESS",
+    "NOTHING_TO_REMOVE",
     "PRESETS",
     "SECTION_NAMES",
     "BackgroundCompactor",

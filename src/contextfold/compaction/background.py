@@ -143,11 +143,10 @@ class BackgroundCompactor:
         return CompactResult(
             before_tokens=before,
             after_tokens=ctx.with_view(view).tokens(),
-            before_messages=len(current_view),
-            after_messages=len(view),
             strategies_run=tuple(ran),
             edits=tuple(edits),
             view=tuple(view),
+            before_view=tuple(current_view),
             target_tokens=ctx.target_tokens,
             failed=failed,
             reason=reason,
@@ -155,7 +154,6 @@ class BackgroundCompactor:
             summary=summary,
             events=tuple(events),
             hard=ctx.hard,
-            base_ids=tuple(m.id for m in current_view),
         )
 
     # -- stopping --------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ system messages do.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import ClassVar
@@ -33,35 +34,61 @@ from contextfold.compaction.strategies import (
     TruncateToolResults,
 )
 from contextfold.compaction.summary import StructuredSummary
-from contextfold.edits import ContextEdit, SummarizeEdit, apply_edit
+from contextfold.edits import ContextEdit, EditAction, SummarizeEdit, apply_edit, edit_action
 from contextfold.events import Event, SummarizerFellBack
 from contextfold.messages import Message, SummaryPart
 
-__all__ = ["DEFAULT_MIN_PROGRESS", "PRESETS", "CompactResult", "Compactor", "Preset", "freed_by"]
+__all__ = [
+    "DEFAULT_MIN_PROGRESS",
+    "NOTHING_TO_REMOVE",
+    "PRESETS",
+    "CompactResult",
+    "Compactor",
+    "Preset",
+    "freed_by",
+    "replaced_by",
+]
 
 DEFAULT_MIN_PROGRESS = 0.10
 """Least share of the window a compaction that stays above its target must free (DESIGN §4)."""
+
+NOTHING_TO_REMOVE = "the recent turns are kept verbatim, and nothing older could be made shorter"
+"""Why a compaction over its target changed nothing, when no strategy found an edit worth making."""
+
+_PAST_TENSE: Mapping[EditAction, str] = {
+    "mask": "masked",
+    "truncate": "truncated",
+    "clear": "cleared",
+    "digest": "digested",
+    "summary": "summarized",
+    "archive": "archived",
+    "drop": "dropped",
+}
+"""Each edit action as :meth:`CompactResult.what_changed` words it, in the order it lists them."""
 
 
 @dataclass(frozen=True)
 class CompactResult:
     """What a compaction did: the figures, the edits to append, and the view they give.
 
-    ``freed_tokens`` is ``before_tokens - after_tokens``. ``edits`` are valid even when
-    ``failed`` is set (they did free something); the engine decides whether to keep them.
-    ``summary`` is the structured summary written, if any; ``events`` what strategies reported
-    (``ObservationsMasked``, ``SummarizerFellBack``) for the engine to publish. ``cpu_seconds``
-    is the CPU time of the thread that ran it. ``base_ids`` are the ids of the view it started
-    from (the background worker uses them to tell whether the transcript moved on).
+    Token figures count the conversation only (the engine leaves the system prompt and tools
+    out), with the compactor's counter. ``freed_tokens`` is ``before_tokens - after_tokens``.
+    ``edits`` are valid even when ``failed`` is set (they did free something); the engine
+    decides whether to keep them. ``changed`` tells whether there is anything to append at all:
+    a result without edits changed nothing, whatever else it says, and :meth:`describe` says so
+    (with :attr:`unchanged_reason`). ``summary`` is the structured summary written, if any;
+    ``events`` what strategies reported (``ObservationsMasked``, ``SummarizerFellBack``) for the
+    engine to publish. ``cpu_seconds`` is the CPU time of the thread that ran it.
+    ``before_view`` is the view it started from (:meth:`message_changes` compares the two; the
+    background worker uses its ids to tell whether the transcript moved on).
     """
 
     before_tokens: int
     after_tokens: int
-    before_messages: int
-    after_messages: int
     strategies_run: tuple[str, ...]
     edits: tuple[ContextEdit, ...]
     view: tuple[Message, ...]
+    before_view: tuple[Message, ...]
     target_tokens: int = 0
     failed: bool = False
     reason: str = ""
@@ -69,7 +96,6 @@ class CompactResult:
     summary: StructuredSummary | None = None
     events: tuple[Event, ...] = ()
     hard: bool = False
-    base_ids: tuple[str, ...] = ()
 
     @property
     def freed_tokens(self) -> int:
@@ -83,8 +109,81 @@ class CompactResult:
 
     @property
     def changed(self) -> bool:
-        """True when there are edits to append."""
+        """True when there are edits to append; false when the view is exactly as it was."""
         return bool(self.edits)
+
+    @property
+    def before_messages(self) -> int:
+        """Messages in the view it started from."""
+        return len(self.before_view)
+
+    @property
+    def after_messages(self) -> int:
+        """Messages in the view it gives."""
+        return len(self.view)
+
+    @property
+    def base_ids(self) -> tuple[str, ...]:
+        """The ids of the view it started from."""
+        return tuple(m.id for m in self.before_view)
+
+    @property
+    def unchanged_reason(self) -> str:
+        """Why it changed nothing, in plain words ("" when it changed something)."""
+        if self.changed:
+            return ""
+        if self.reason:
+            return self.reason
+        if self.reached_target:
+            return f"the conversation is already small ({self.before_tokens:,} tokens)"
+        return NOTHING_TO_REMOVE
+
+    def message_changes(self) -> dict[str, EditAction]:
+        """What happened to each message of :attr:`before_view` that the edits changed, by id,
+        in the view's order: the action of the last edit that changed it (``"mask"``,
+        ``"truncate"``, ``"summary"``, ``"drop"``...; see :func:`~contextfold.edits.edit_action`).
+
+        A message counts once however many edits touched it; one that a summary replaced is
+        ``"summary"`` even if the summary was dropped later in the same run.
+        """
+        started = {m.id for m in self.before_view}
+        last: dict[str, EditAction] = {}
+        view = [m for m in self.before_view if m.meta.agent_visible]
+        for edit in self.edits:
+            after = apply_edit(view, edit)
+            action = edit_action(edit)
+            for message in replaced_by(view, after):
+                if message.id in started:
+                    last[message.id] = action
+            view = after
+        return {m.id: last[m.id] for m in self.before_view if m.id in last}
+
+    def what_changed(self) -> str:
+        """``"14 of 48 messages (summarized 12, dropped 2)"``, or ``"nothing"``."""
+        counts = Counter(self.message_changes().values())
+        if not counts:
+            return "nothing"
+        parts = ", ".join(f"{w} {counts[a]:,}" for a, w in _PAST_TENSE.items() if a in counts)
+        return f"{counts.total():,} of {self.before_messages:,} messages ({parts})"
+
+    def describe(self) -> str:
+        """What it did, on one line for a person: ``"compacted 14 of 48 messages (summarized 12,
+        dropped 2): 6,120 → 5,602 tokens of conversation"``, or ``"nothing compacted: ..."`` with
+        the reason when it changed nothing."""
+        if not self.changed:
+            return f"nothing compacted: {self.unchanged_reason}"
+        return (
+            f"compacted {self.what_changed()}: {self.before_tokens:,} → {self.after_tokens:,} "
+            "tokens of conversation"
+        )
+
+    def __repr__(self) -> str:
+        # The default repr would print both views whole; the figures and the verdict say more.
+        return (
+            f"CompactResult(changed={self.changed}, before_tokens={self.before_tokens}, "
+            f"after_tokens={self.after_tokens}, strategies_run={self.strategies_run!r}, "
+            f"edits={len(self.edits)}, failed={self.failed}, describe={self.describe()!r})"
+        )
 
 
 def failed_result(ctx: CompactionContext, reason: str) -> CompactResult:
@@ -93,16 +192,14 @@ def failed_result(ctx: CompactionContext, reason: str) -> CompactResult:
     return CompactResult(
         before_tokens=tokens,
         after_tokens=tokens,
-        before_messages=len(ctx.view),
-        after_messages=len(ctx.view),
         strategies_run=(),
         edits=(),
         view=tuple(ctx.view),
+        before_view=tuple(ctx.view),
         target_tokens=ctx.target_tokens,
         failed=True,
         reason=reason,
         hard=ctx.hard,
-        base_ids=tuple(m.id for m in ctx.view),
     )
 
 
@@ -259,11 +356,10 @@ class Compactor:
         return CompactResult(
             before_tokens=before,
             after_tokens=current,
-            before_messages=len(ctx.view),
-            after_messages=len(view),
             strategies_run=tuple(ran),
             edits=tuple(edits),
             view=tuple(view),
+            before_view=tuple(ctx.view),
             target_tokens=ctx.target_tokens,
             failed=failed,
             reason=reason,
@@ -271,7 +367,6 @@ class Compactor:
             summary=_last_summary(edits, events),
             events=tuple(events),
             hard=ctx.hard,
-            base_ids=tuple(m.id for m in ctx.view),
         )
 
     def _verdict(
@@ -280,6 +375,8 @@ class Compactor:
         if after <= ctx.target_tokens or not enforce_progress:
             return False, ""
         freed = before - after
+        if freed <= 0:
+            return True, NOTHING_TO_REMOVE
         least = int(self.min_progress * ctx.window_tokens)
         if freed < least:
             return True, (
@@ -295,11 +392,16 @@ def freed_by(counter: TokenCounter, before: Sequence[Message], after: Sequence[M
 
     Only the messages it replaced are counted: an edit keeps every other message as it was.
     """
-    kept = {id(m) for m in after}
     old = {id(m) for m in before}
-    gone = [m for m in before if id(m) not in kept]
     new = [m for m in after if id(m) not in old]
-    return counter.count_messages(gone) - counter.count_messages(new)
+    return counter.count_messages(replaced_by(before, after)) - counter.count_messages(new)
+
+
+def replaced_by(before: Sequence[Message], after: Sequence[Message]) -> list[Message]:
+    """The messages of ``before`` that an edit turning it into ``after`` removed or rewrote
+    (messages are immutable: one kept as it was is the same object)."""
+    kept = {id(m) for m in after}
+    return [m for m in before if id(m) not in kept]
 
 
 def _last_summary(
