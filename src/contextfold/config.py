@@ -11,7 +11,8 @@ classes that own them (``Thresholds``, ``OutputLimits``, ...), so each number is
 
 Environment variables: ``CONTEXTFOLD_MODEL``, ``CONTEXTFOLD_BASE_URL``, ``CONTEXTFOLD_WINDOW``,
 ``CONTEXTFOLD_PRESET``, ``CONTEXTFOLD_APPROVAL``, ``CONTEXTFOLD_DATABASE_URL`` (the store), and
-for any nested key a double underscore: ``CONTEXTFOLD_THRESHOLDS__MASK_AT=0.5``. API keys are read
+for any nested key a double underscore: ``CONTEXTFOLD_THRESHOLDS__MASK_AT=0.5``. A list setting
+(``tools.env_allow``) is a TOML array in a file and comma-separated elsewhere. API keys are read
 from each provider's usual variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ...).
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -98,6 +100,12 @@ SETTINGS: Mapping[str, SettingSpec] = {
     "restart.max_restarts": SettingSpec(int, "most session restarts (restart preset)"),
     "restart.carry_turns": SettingSpec(int, "complete turns carried into a restarted session"),
     "shell.timeout": SettingSpec(float, "seconds before a shell command is stopped"),
+    "tools.env_allow": SettingSpec(
+        list,
+        "environment variables tool commands may see although they look like a credential "
+        "(*_KEY, *_TOKEN, *SECRET*, *PASSWORD*, AWS_*, DATABASE_URL...; comma-separated in "
+        "the environment)",
+    ),
 }
 
 _ENV_SHORTCUTS: Mapping[str, str] = {
@@ -252,12 +260,30 @@ def _convert(key: str, value: Any, spec: SettingSpec, source: str) -> Any:
             if isinstance(value, bool):
                 raise ValueError(value)
             result = float(value)
+        elif kind is list:
+            result = _names(value)
         else:
             result = str(value)
     except (TypeError, ValueError):
-        raise ConfigError(key, f"expected {kind.__name__}, got {value!r} (from {source})") from None
+        expected = _LIST_EXPECTED if kind is list else kind.__name__
+        raise ConfigError(key, f"expected {expected}, got {value!r} (from {source})") from None
     if spec.choices and result not in spec.choices:
         raise ConfigError(
             key, f"must be one of {', '.join(spec.choices)}; got {result!r} (from {source})"
         )
     return result
+
+
+_LIST_EXPECTED = 'a list of environment variable names (["A", "B"] in TOML, A,B elsewhere)'
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _names(value: Any) -> list[str]:
+    """A list of environment variable names from a TOML array or a comma-separated string."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise ValueError(value)
+    names = [item.strip() for item in items if item.strip()]
+    if not all(_VARIABLE_NAME.fullmatch(name) for name in names):
+        raise ValueError(value)
+    return names

@@ -11,7 +11,7 @@ import pytest
 
 from contextfold._placeholders import exit_code as placeholder_exit_code
 from contextfold.agent import ApprovalPolicy, Toolbox, Workspace, coding_toolbox, shell_tool
-from contextfold.agent.shell_tool import scrubbed_environment
+from contextfold.agent.shell_tool import SHELL_ENV_DEFAULTS, scrubbed_environment
 from contextfold.compaction._facts import _exit_code as summary_exit_code
 from tests.agent.conftest import failed, ok, run
 
@@ -120,38 +120,113 @@ def test_background_jobs_holding_the_output_do_not_block(toolbox: Toolbox, root:
         os.kill(pid, signal.SIGKILL)
 
 
-def test_api_keys_never_reach_commands(
-    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    secrets = {
-        "OPENAI_API_KEY": "sk-openai",
-        "ANTHROPIC_API_KEY": "sk-ant",
-        "GITHUB_TOKEN": "ghp-token",
-        "MY_SERVICE_SECRET": "hush",
-        "DB_PASSWORD": "pw",
-        "CONTEXTFOLD_API_KEY": "cf",
-    }
-    for name, value in secrets.items():
+FAKE_CREDENTIALS: dict[str, str] = {
+    "OPENAI_API_KEY": "fake-openai-0001",
+    "ANTHROPIC_API_KEY": "fake-anthropic-0002",
+    "OPENROUTER_API_KEY": "fake-openrouter-0003",
+    "DEEPSEEK_API_KEY": "fake-deepseek-0004",
+    "GEMINI_API_KEY": "fake-gemini-0005",
+    "MISTRAL_API_KEY": "fake-mistral-0006",
+    "DATABASE_URL": "postgresql://app@db.internal:5432/app-fake-0007",
+    "PGPASSWORD": "fake-pg-0008",
+    "MYSQL_PWD": "fake-mysql-0009",
+    "REDIS_URL": "redis://:fake-redis-0010@cache:6379/0",
+    "CELERY_BROKER_URL": "amqp://worker:fake-amqp-0011@mq:5672//",
+    "DJANGO_SECRET_KEY": "fake-django-0012",
+    "CLIENT_SECRETS": "fake-client-0013",
+    "SLACK_BOT_TOKEN": "fake-slack-0014",
+    "NPM_TOKEN": "fake-npm-0015",
+    "STRIPE_KEY": "fake-stripe-0016",
+    "AWS_ACCESS_KEY_ID": "fake-aws-id-0017",
+    "AWS_SECRET_ACCESS_KEY": "fake-aws-secret-0018",
+    "AWS_SESSION_TOKEN": "fake-aws-session-0019",
+    "SMTP_PASSWORD": "fake-smtp-0020",
+    "DB_PASS": "fake-dbpass-0021",
+    "HF_TOKEN": "fake-hf-0022",
+    "GITHUB_TOKEN": "fake-github-0023",
+    "AZURE_STORAGE_CONNECTION_STRING": (
+        "DefaultEndpointsProtocol=https;AccountName=dev;AccountKey=fake-azure-0024"
+    ),
+    "GOOGLE_APPLICATION_CREDENTIALS": "/run/secrets/fake-gcp-0025.json",
+    "NPM_CONFIG__AUTH": "fake-npm-auth-0026",
+    "CONTEXTFOLD_API_KEY": "fake-contextfold-0027",
+    "CONTEXTFOLD_DATABASE_URL": "postgresql://cf:fake-cf-db-0028@localhost/cf",
+    "JDBC_URL": "jdbc:mysql://db/app?user=app&password=fake-jdbc-0029",
+    "MY_SERVICE_PRIVATE_KEY": "fake-private-0030",
+}
+"""Credentials as they sit in a developer's environment (fake values, each unique)."""
+
+ORDINARY_VARIABLES: dict[str, str] = {
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "TERM": "dumb",
+    "EDITOR": "vi",
+    "VIRTUAL_ENV": "/work/venv",
+    "PYTHONPATH": "src",
+    "TOKENIZERS_PARALLELISM": "false",
+    "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock",
+    "GPG_TTY": "/dev/pts/0",
+    "KEYTIMEOUT": "1",
+    "HTTP_PROXY": "http://proxy.internal:3128",
+    "CACHE_URL": "redis://cache:6379/1",
+    "NO_PROXY": "localhost,127.0.0.1",
+    "HARMLESS_SETTING": "visible",
+}
+"""Variables that look nothing like a credential once read (some have KEY or TOKEN inside their
+name, or a URL without a password): commands need them and must see them unchanged."""
+
+
+@pytest.fixture
+def credentials(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """This process's environment with :data:`FAKE_CREDENTIALS` and the ordinary variables set."""
+    for name, value in {**FAKE_CREDENTIALS, **ORDINARY_VARIABLES}.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("HARMLESS_SETTING", "visible")
-    toolbox = coding_toolbox(workspace, ApprovalPolicy.auto(), keep_env=["GITHUB_TOKEN"])
+    return FAKE_CREDENTIALS
+
+
+def env_of(toolbox: Toolbox) -> dict[str, str]:
+    """The environment a command run by the shell tool sees (from the output of ``env``)."""
     text = ok(toolbox, "shell", command="env")
-    for name, value in secrets.items():
-        if name == "GITHUB_TOKEN":
-            assert f"{name}={value}" in text  # passed through on purpose
+    assert text.endswith("exit code: 0")
+    return dict(line.split("=", 1) for line in text.splitlines()[:-1] if "=" in line)
+
+
+def test_no_credential_reaches_a_command(workspace: Workspace, credentials: dict[str, str]) -> None:
+    toolbox = coding_toolbox(workspace, ApprovalPolicy.auto())
+    text = ok(toolbox, "shell", command="env")
+    for name, value in credentials.items():
+        assert value not in text, name
+        assert f"\n{name}=" not in f"\n{text}", name
+
+
+def test_the_allow_list_lets_a_named_credential_through(
+    workspace: Workspace, credentials: dict[str, str]
+) -> None:
+    allowed = ["GITHUB_TOKEN", "DATABASE_URL"]
+    toolbox = coding_toolbox(workspace, ApprovalPolicy.auto(), env_allow=allowed)
+    env = env_of(toolbox)
+    for name, value in credentials.items():
+        if name in allowed:
+            assert env[name] == value  # passed through on purpose
         else:
-            assert value not in text
-    assert "HARMLESS_SETTING=visible" in text
-    assert "PAGER=cat" in text
+            assert name not in env and value not in env.values()
 
 
-def test_scrubbed_environment_keeps_ordinary_variables() -> None:
-    env = scrubbed_environment(
-        {"PATH": "/bin", "TOKENIZERS_PARALLELISM": "false", "AWS_SECRET_ACCESS_KEY": "x"}
-    )
-    assert env["PATH"] == "/bin"
-    assert env["TOKENIZERS_PARALLELISM"] == "false"
-    assert "AWS_SECRET_ACCESS_KEY" not in env
+def test_nothing_but_credentials_is_taken_from_a_command(
+    workspace: Workspace, credentials: dict[str, str]
+) -> None:
+    env = env_of(coding_toolbox(workspace, ApprovalPolicy.auto()))
+    for name in ("PATH", "HOME", *ORDINARY_VARIABLES):
+        assert env.get(name) == os.environ[name], name
+    assert env["PAGER"] == "cat"
+
+
+def test_scrubbing_takes_out_exactly_the_credentials() -> None:
+    ordinary = {"PATH": "/usr/bin:/bin", "HOME": "/home/dev", "USER": "dev", **ORDINARY_VARIABLES}
+    env = scrubbed_environment({**ordinary, **FAKE_CREDENTIALS})
+    assert env == {**ordinary, **SHELL_ENV_DEFAULTS}
+    kept = scrubbed_environment({**ordinary, **FAKE_CREDENTIALS}, allow=["STRIPE_KEY"])
+    assert kept == {**ordinary, **SHELL_ENV_DEFAULTS, "STRIPE_KEY": "fake-stripe-0016"}
 
 
 def test_huge_output_keeps_its_start_and_end(

@@ -34,14 +34,15 @@ def coding_toolbox(
     approval: ApprovalPolicy,
     *,
     shell_timeout: float | None = None,
-    keep_env: Collection[str] = (),
+    env_allow: Collection[str] = (),
 ) -> Toolbox:
     """A :class:`Toolbox` with the coding tools for ``workspace``.
 
     ``approval`` decides about ``write_file``, ``edit_file`` and ``shell``; ``shell_timeout`` is
-    the ``shell.timeout`` setting (``None``: :data:`DEFAULT_SHELL_TIMEOUT`); ``keep_env`` names
-    environment variables that commands may see although they look like secrets. The engine's
-    own tools (``read_result``...) are added by the caller with :meth:`Toolbox.register`.
+    the ``shell.timeout`` setting (``None``: :data:`DEFAULT_SHELL_TIMEOUT`); ``env_allow`` (the
+    ``tools.env_allow`` setting) names environment variables that commands may see although
+    they look like credentials. The engine's own tools (``read_result``...) are added by the
+    caller with :meth:`Toolbox.register`.
     """
     if not isinstance(workspace, Workspace):
         workspace = Workspace(workspace)
@@ -51,7 +52,7 @@ def coding_toolbox(
         workspace,
         approval,
         timeout=DEFAULT_SHELL_TIMEOUT if shell_timeout is None else shell_timeout,
-        keep_env=keep_env,
+        env_allow=env_allow,
     )
     toolbox = Toolbox()
     toolbox.register(READ_FILE_TOOL, files.read_file)

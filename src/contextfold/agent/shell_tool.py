@@ -7,8 +7,10 @@
 - On timeout the whole process group is stopped (SIGTERM, then SIGKILL after a grace period),
   children included. Processes that start their own session escape this, as they would escape
   a terminal's Ctrl-C.
-- The environment is scrubbed of API keys and other secrets (:func:`scrubbed_environment`): the
-  output goes to a model provider, and ``env`` or a debug print must not send keys along.
+- The environment is scrubbed of API keys, tokens, passwords and other credentials
+  (:func:`scrubbed_environment`, by the patterns of :data:`CREDENTIAL_ENV_PATTERNS`): the output
+  goes to a model provider and into the store, and ``env`` or a debug print must not send keys
+  along. The ``tools.env_allow`` setting names variables to pass anyway.
 - The output ends with ``exit code: N`` on a line of its own (the masking placeholders and the
   extractive summarizer read it). A non-zero exit is not marked ``is_error``: ``grep`` finding
   nothing or a failing test run is information, and the summarizer judges exit codes itself.
@@ -18,7 +20,6 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -28,16 +29,16 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from contextfold._exceptions import ConfigError
+from contextfold.agent._environment import CREDENTIAL_ENV_PATTERNS, without_credentials
 from contextfold.agent._outcome import ToolError, ToolOutcome
 from contextfold.agent._text import human_size
 from contextfold.agent.approval import ApprovalPolicy
 from contextfold.agent.workspace import Workspace
-from contextfold.config import API_KEY_ENV_VARS
 from contextfold.tools import ToolSpec
 
 __all__ = [
+    "CREDENTIAL_ENV_PATTERNS",
     "DEFAULT_SHELL_TIMEOUT",
-    "SECRET_ENV_VARS",
     "SHELL_DRAIN_SECONDS",
     "SHELL_ENV_DEFAULTS",
     "SHELL_KILL_GRACE_SECONDS",
@@ -63,29 +64,6 @@ SHELL_MAX_OUTPUT_BYTES = 10 * 1024 * 1024
 TIMEOUT_EXIT_CODE = 124
 """Exit code reported for a command stopped by its timeout (what GNU ``timeout`` reports)."""
 
-SECRET_ENV_VARS: frozenset[str] = frozenset(
-    {
-        *API_KEY_ENV_VARS.values(),
-        "AZURE_OPENAI_API_KEY",
-        "GOOGLE_API_KEY",
-        "MISTRAL_API_KEY",
-        "GROQ_API_KEY",
-        "TOGETHER_API_KEY",
-        "XAI_API_KEY",
-        "COHERE_API_KEY",
-        "HF_TOKEN",
-        "HUGGING_FACE_HUB_TOKEN",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "GITHUB_TOKEN",
-        "GH_TOKEN",
-        "CONTEXTFOLD_API_KEY",
-        "CONTEXTFOLD_DATABASE_URL",
-    }
-)
-"""Variables never passed to commands, besides any name that looks like a secret
-(``*_API_KEY``, ``*_TOKEN``, ``*_SECRET*``, ``*PASSWORD*``, ``*_ACCESS_KEY``, ``*_PRIVATE_KEY``)."""
-
 SHELL_ENV_DEFAULTS: Mapping[str, str] = {
     "PAGER": "cat",
     "GIT_PAGER": "cat",
@@ -96,23 +74,16 @@ SHELL_ENV_DEFAULTS: Mapping[str, str] = {
 """Set for every command: no pager or credential prompt waiting for a terminal that is not
 there, Python output unbuffered so it interleaves with stderr as in a terminal, no colours."""
 
-_SECRET_NAME = re.compile(
-    r"(?:^|_)(?:API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|ACCESS_KEY|PRIVATE_KEY)(?:$|_)", re.I
-)
 _READ_CHUNK = 64 * 1024
 
 
 def scrubbed_environment(
-    environ: Mapping[str, str] | None = None, *, keep: Collection[str] = ()
+    environ: Mapping[str, str] | None = None, *, allow: Collection[str] = ()
 ) -> dict[str, str]:
-    """``environ`` (default: this process's) without API keys and other secrets, plus
-    :data:`SHELL_ENV_DEFAULTS`. Names in ``keep`` pass through even when they look secret."""
-    source = os.environ if environ is None else environ
-    env = {
-        name: value
-        for name, value in source.items()
-        if name in keep or (name not in SECRET_ENV_VARS and not _SECRET_NAME.search(name))
-    }
+    """``environ`` (default: this process's) without credentials (see
+    :data:`CREDENTIAL_ENV_PATTERNS`), plus :data:`SHELL_ENV_DEFAULTS`. Names in ``allow`` pass
+    through even when they look like credentials."""
+    env = without_credentials(environ, allow=allow)
     env.update(SHELL_ENV_DEFAULTS)
     return env
 
@@ -249,7 +220,7 @@ class ShellTool:
         approval: ApprovalPolicy,
         *,
         timeout: float = DEFAULT_SHELL_TIMEOUT,
-        keep_env: Collection[str] = (),
+        env_allow: Collection[str] = (),
     ) -> None:
         if timeout <= 0:
             raise ConfigError(
@@ -258,7 +229,7 @@ class ShellTool:
         self.workspace = workspace
         self.approval = approval
         self.timeout = timeout
-        self.keep_env = frozenset(keep_env)
+        self.env_allow = frozenset(env_allow)
 
     @property
     def spec(self) -> ToolSpec:
@@ -302,7 +273,7 @@ class ShellTool:
         self.approval.require(
             "shell", f"$ {command}\n(in {self.workspace.root}, timeout {timeout:g} s)"
         )
-        env = scrubbed_environment(keep=self.keep_env)
+        env = scrubbed_environment(allow=self.env_allow)
         try:
             result = run_command(command, cwd=self.workspace.root, timeout=timeout, env=env)
         except OSError as exc:

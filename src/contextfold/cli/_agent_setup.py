@@ -5,7 +5,7 @@ The options are the highest layer of the settings (:func:`contextfold.config.loa
 settings come the model (``model``, ``base_url``, the provider's API key), its window (``window``,
 or the model registry with the ``[models."name"]`` overrides), the engine (``preset``,
 ``thresholds.*``, ``outputs.*``, ``recent.*``, ``restart.*``, ``summarizer``, ``store``,
-``events_log``) and the tools (``approval``, ``shell.timeout``).
+``events_log``) and the tools (``approval``, ``shell.timeout``, ``tools.env_allow``).
 """
 
 from __future__ import annotations
@@ -298,7 +298,12 @@ def build_agent(
         info = model_info(f"scripted/{model.name}", settings)
     mode = settings.get("approval") or "ask"
     approval = ApprovalPolicy.from_setting(mode, approve or _refuse)
-    toolbox = coding_toolbox(root, approval, shell_timeout=settings.get("shell.timeout"))
+    toolbox = coding_toolbox(
+        root,
+        approval,
+        shell_timeout=settings.get("shell.timeout"),
+        env_allow=settings.get("tools.env_allow", ()),
+    )
     instructions = None
     if settings.get("instructions.enabled", True):
         instructions = InstructionsLoader(
