@@ -234,3 +234,31 @@ def test_the_encoding_memory_follows_the_view_and_is_bounded() -> None:
     memory.forget("s2")
     assert list(memory._sessions) == ["s3"]
     assert memory._chars == memory._sessions["s3"].chars
+
+
+def test_the_model_name_and_a_blob_tool_name_are_redacted(target: StoreTarget) -> None:
+    store = target.open()
+    sid = store.create_session(model=f"proxy/gpt-4o?key {SECRETS['google']}").id
+    store.put_blob(sid, "output", tool_name=f"fetch {SECRETS['github']}")
+
+    stored = [*target.raw("SELECT model FROM sessions"), *target.raw("SELECT tool_name FROM blobs")]
+    assert len(stored) == 2
+    for (value,) in stored:
+        assert "[REDACTED:" in value
+        assert SECRETS["google"] not in value and SECRETS["github"] not in value
+
+
+def test_an_export_redacts_rows_written_without_redaction(target: StoreTarget) -> None:
+    # Rows an older version wrote (or a store opened with redact=False) still hold secrets;
+    # an export from a redacting store does not pass them on.
+    sid, _ = _leaky_session(target.open(redact=False))
+    out = io.StringIO()
+    lines = target.open().export_jsonl(sid, out)
+
+    exported = out.getvalue()
+    assert lines == len(exported.splitlines()) > 5
+    for line in exported.splitlines():
+        json.loads(line)
+    for secret in SECRETS.values():
+        assert secret not in exported
+        assert secret.splitlines()[1 if "\n" in secret else 0] not in exported

@@ -12,8 +12,8 @@ from typing import Any
 
 from contextfold._exceptions import UsageError
 from contextfold._paths import default_store_path
+from contextfold.redaction import redact_json, redact_text
 from contextfold.store._records import EditRecord, EventRecord, LoadedView, SessionInfo, Snapshot
-from contextfold.store._redact import redact_json, redact_text
 from contextfold.store._schema import LATEST_VERSION
 from contextfold.store.base import AsyncStoreMixin, SessionStore, SyncSessionStore
 from contextfold.store.postgres import DATABASE_URL_ENV, PostgresStore

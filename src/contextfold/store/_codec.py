@@ -16,7 +16,7 @@ from typing import Any
 
 from contextfold.edits import ContextEdit, edit_from_dict, edit_to_dict
 from contextfold.messages import Message
-from contextfold.store._redact import redact_json, redact_text
+from contextfold.redaction import might_hold_secret, redact_json, redact_text
 
 __all__ = [
     "EncodedMessages",
@@ -28,6 +28,7 @@ __all__ = [
     "encode_blob",
     "encode_edit",
     "encode_json",
+    "redact_line",
 ]
 
 # A lone surrogate (tool output decoded with errors="surrogateescape") cannot be encoded as
@@ -41,6 +42,14 @@ def dumps(value: Any) -> str:
     if _SURROGATE.search(text):
         text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
     return text
+
+
+def redact_line(line: str) -> str:
+    """One line of JSON text with every secret in its strings redacted (parsed only when a
+    secret may be there)."""
+    if not might_hold_secret(line):
+        return line
+    return dumps(redact_json(json.loads(line)))
 
 
 def encode_json(value: Any, *, redact: bool) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TextIO
 
 from contextfold._exceptions import SessionNotFoundError
-from contextfold.store._codec import decode_blob, decode_mapping, dumps
+from contextfold.store._codec import decode_blob, decode_mapping, dumps, redact_line
 from contextfold.store._queries import (
     EDITS_AFTER,
     EVENTS_AFTER,
@@ -30,7 +30,9 @@ def export_session(store: SQLStore, session_id: str, out: TextIO) -> int:
     """Write ``session``, ``message``/``edit`` (transcript order), ``event`` and ``blob`` lines.
 
     Bounds are read once in a consistent snapshot, so a writer appending meanwhile cannot make
-    the export show an edit without the messages before it. Stored JSON is copied verbatim.
+    the export show an edit without the messages before it. Stored JSON is copied verbatim,
+    except that a redacting store redacts each line again: rows an older version wrote were
+    redacted by older, weaker rules.
     """
     with store._transaction("snapshot") as cur:
         rows = cur.execute(SESSION_SELECT + " WHERE s.id = ?", (session_id,))
@@ -47,7 +49,7 @@ def export_session(store: SQLStore, session_id: str, out: TextIO) -> int:
 
     def write(line: str) -> None:
         nonlocal lines
-        out.write(line + "\n")
+        out.write((redact_line(line) if store.redact else line) + "\n")
         lines += 1
 
     header: dict[str, Any] = {

@@ -23,6 +23,7 @@ from contextfold._exceptions import (
 )
 from contextfold.edits import ContextEdit
 from contextfold.messages import Message, new_message_id
+from contextfold.redaction import redact_text
 from contextfold.store import _codec
 from contextfold.store._integrity import check_rows
 from contextfold.store._queries import (
@@ -39,7 +40,6 @@ from contextfold.store._queries import (
     session_info,
 )
 from contextfold.store._records import EditRecord, EventRecord, LoadedView, SessionInfo, Snapshot
-from contextfold.store._redact import redact_text
 from contextfold.store._replay import replay, snapshot_point_problem
 from contextfold.store._schema import Dialect, migrate, schema_version
 from contextfold.store.base import AsyncStoreMixin
@@ -125,7 +125,7 @@ class SQLStore(AsyncStoreMixin, ABC):
         _check_id(sid)
         now = time.time()
         meta_json = _codec.encode_json(dict(metadata or {}), redact=self.redact)
-        title = self._redact_text(title)
+        title, model = self._redact_text(title), self._redact_text(model)
         try:
             with self._transaction("write") as cur:
                 if parent_id is not None:
@@ -446,7 +446,7 @@ class SQLStore(AsyncStoreMixin, ABC):
                     session_id,
                     info.sha256,
                     info.ref,
-                    tool_name,
+                    self._redact_text(tool_name),
                     stored,
                     info.size_bytes,
                     time.time(),

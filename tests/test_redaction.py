@@ -1,0 +1,159 @@
+"""The redactor on the generated corpus: every secret format goes, ordinary text stays, JSON
+inside strings stays valid, and redacting twice changes nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchmarks.ordinary_texts import ORDINARY_COUNT, ordinary_texts
+from benchmarks.secret_corpus import FORMATS, SecretSample, leaks, secret_samples
+from contextfold.redaction import might_hold_secret, redact_json, redact_text
+
+PER_FORMAT = 4
+SAMPLES = secret_samples(seed=1414, per_format=PER_FORMAT)
+BY_FORMAT = {name: [s for s in SAMPLES if s.format == name] for name in FORMATS}
+
+
+def _leaked(sample: SecretSample, redacted: str) -> list[str]:
+    return [piece for s in sample.secrets if (piece := leaks(s, redacted)) is not None]
+
+
+def test_the_corpus_has_the_formats_the_issue_lists() -> None:
+    assert len(FORMATS) >= 60
+    for name in (
+        "aws-credentials-file",
+        "postgresql-url",
+        "mysql-url",
+        "mongodb-url",
+        "basic-auth-url",
+        "env-password",
+        "env-secret",
+        "env-token",
+        "env-key",
+        "stripe-secret-key",
+        "stripe-restricted-key",
+        "gitlab-pat",
+        "huggingface-token",
+        "npm-token",
+        "sendgrid-key",
+        "twilio-api-key",
+        "azure-storage-connection-string",
+        "slack-bot-token",
+        "github-fine-grained-pat",
+        "openai-project-key",
+        "anthropic-api-key",
+        "google-api-key",
+        "jwt",
+        "pem-rsa-private-key",
+        "pem-begin-line-cut",
+        "gcp-service-account-json",
+    ):
+        assert name in FORMATS
+    for prefix in ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"):
+        assert any(prefix in s.text for s in SAMPLES)
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_every_secret_format_is_redacted(name: str) -> None:
+    for sample in BY_FORMAT[name]:
+        redacted = redact_text(sample.text)
+        assert _leaked(sample, redacted) == [], redacted
+        assert "[REDACTED:" in redacted
+
+
+def test_ordinary_texts_are_left_alone() -> None:
+    texts = ordinary_texts(seed=1414)
+    assert len(texts) == ORDINARY_COUNT
+    changed = [text for text in texts if redact_text(text) != text]
+    assert changed == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SECRET_KEY='test-secret-key',",  # Django test settings, everywhere in SWE-bench runs
+        "PASS: 127.0.0.1:8000 -> 127.0.0.1:8000",
+        'TIMESTAMP="$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ)"',
+        "many=False, pass_original=False):",
+        "Key type: Const, Key: Const.str(value='C',",
+        "password = (sensitive value)",
+        "API_TOKEN = settings.API_TOKEN",
+        "PWD=/home/dev/project",
+        "cache hit key=user:178:profile ttl=300",
+        "send it as `Authorization: Bearer <token>`",
+        "postgresql://user:password@localhost:5432/mydb",
+        "GITHUB_TOKEN=${GITHUB_TOKEN}",
+        "user = authenticate(username=name, password=password)",
+        "if user.password_hash and check_password(raw, user.password_hash):",
+        "max_tokens: 4096, prompt_tokens=1234",
+    ],
+)
+def test_placeholders_code_and_prose_are_left_alone(text: str) -> None:
+    assert redact_text(text) == text
+
+
+def test_redaction_is_idempotent_on_the_corpus() -> None:
+    for sample in SAMPLES:
+        once = redact_text(sample.text)
+        assert redact_text(once) == once
+
+
+def test_json_inside_a_string_stays_valid_json_without_the_secret() -> None:
+    for sample in SAMPLES:
+        arguments = json.dumps({"command": f"echo start\n{sample.text}\necho end"})
+        redacted = redact_text(arguments)
+        decoded = json.loads(redacted)["command"]  # still JSON
+        assert _leaked(sample, decoded) == [], (sample.format, decoded)
+
+
+def test_the_prefilter_on_json_text_never_hides_a_secret() -> None:
+    # The store checks a message's JSON text before walking it: every secret must show there.
+    for sample in SAMPLES:
+        assert might_hold_secret(json.dumps(sample.text)), sample.format
+        assert might_hold_secret(json.dumps(sample.text, ensure_ascii=True)), sample.format
+
+
+def test_a_json_value_whose_key_names_a_credential_is_redacted_whole() -> None:
+    value = {
+        "env": {"DB_PASSWORD": "hunter2 horse", "API_TOKEN": "k3J9sQ2mX8pL4vN7rT1wZ5yB"},
+        "token_count": "12",
+        "name": "hunter2 horse",
+    }
+    redacted = redact_json(value, json.dumps(value))
+    assert redacted["env"] == {
+        "DB_PASSWORD": "[REDACTED:password]",
+        "API_TOKEN": "[REDACTED:token]",
+    }
+    assert redacted["token_count"] == "12" and redacted["name"] == "hunter2 horse"
+
+
+def test_keys_are_redacted_too() -> None:
+    token = BY_FORMAT["github-pat-classic"][0].secrets[0].value
+    assert token not in json.dumps(redact_json({token: 1}))
+
+
+def test_the_store_module_still_offers_the_redactor() -> None:
+    from contextfold.store import _redact
+
+    assert _redact.redact_text is redact_text and _redact.redact_json is redact_json
+
+
+_PIECES = [s.text for s in SAMPLES[:: PER_FORMAT * 3]] + ordinary_texts(seed=7)[:10]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(_PIECES)
+        | st.text(alphabet=st.sampled_from(" \n\\\"'=:-_/.aA0[]"), max_size=8),
+        max_size=6,
+    )
+)
+def test_redaction_is_idempotent_on_secrets_mixed_with_noise(parts: list[str]) -> None:
+    text = "".join(parts)
+    once = redact_text(text)
+    assert redact_text(once) == once
