@@ -25,6 +25,7 @@ what is kept, not with the size of the output.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -46,6 +47,7 @@ __all__ = [
     "decode_output",
     "estimate_tokens",
     "truncate_head_tail",
+    "truncate_redacted",
 ]
 
 DEFAULT_MAX_LINES = 256
@@ -393,7 +395,28 @@ def truncate_head_tail(
     drop the ``BEGIN`` line of a key or keep half a token, and no redactor would recognise what
     is left. When the redacted text fits the limits, it comes back whole (``truncated=False``).
     """
-    limits = limits or OutputLimits()
+    return _truncate(output, limits or OutputLimits(), counter, note, redact_text)
+
+
+def truncate_redacted(
+    text: str,
+    limits: OutputLimits,
+    *,
+    counter: TextCounter | None = None,
+    note: str | None = None,
+) -> TruncatedOutput:
+    """:func:`truncate_head_tail` for a text whose secrets are redacted already (a caller that
+    needs the redacted text itself), so that the redactor does not run twice."""
+    return _truncate(text, limits, counter, note, None)
+
+
+def _truncate(
+    output: str | bytes,
+    limits: OutputLimits,
+    counter: TextCounter | None,
+    note: str | None,
+    redact: Callable[[str], str] | None,
+) -> TruncatedOutput:
     text, data, replaced = decode_output(output)
     total_lines = data.count(b"\n") + (0 if not data or data[-1] == 0x0A else 1)
     exceeded = []
@@ -408,7 +431,7 @@ def truncate_head_tail(
             exceeded.append("tokens")
     if not exceeded:
         return TruncatedOutput(text, False, total_lines, len(data), len(data), 0, 0, (), replaced)
-    safe = redact_text(text)
+    safe = text if redact is None else redact(text)
     if safe == text:
         return _cut_to_fit(text, data, limits, counter, note, exceeded, total_tokens, replaced)
     data = safe.encode("utf-8")

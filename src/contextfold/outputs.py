@@ -55,6 +55,7 @@ from contextfold._truncate import (
     decode_output,
     estimate_tokens,
     truncate_head_tail,
+    truncate_redacted,
 )
 from contextfold.events import ComponentDegraded, Event, OutputOffloaded, OutputTruncated
 from contextfold.messages import ToolResultPart
@@ -206,13 +207,13 @@ def prepare_tool_output(
                 error=degraded,
             )
         )
-    cut = truncate_head_tail(redacted, limits, counter=counter, note=note)
+    cut = truncate_redacted(redacted, limits, counter=counter, note=note)
     missing = _omitted_errors(redacted, cut.text, result)
     if missing:
         # An error line in the cut middle would be silently out of view: the note names it.
         listed = " | ".join(f'"{line}"' for line in missing)
         note = f"{note + ' ' if note else ''}Errors in the omitted part: {listed}"
-        cut = truncate_head_tail(redacted, limits, counter=counter, note=note)
+        cut = truncate_redacted(redacted, limits, counter=counter, note=note)
     events.append(
         OutputTruncated(
             session_id=session_id,
@@ -334,7 +335,7 @@ def _offload_text(
             break
         chars //= 2
     if not limits.fits(message, counter):  # only with limits far below the defaults
-        message = truncate_head_tail(message, limits, counter=counter).text
+        message = truncate_redacted(message, limits, counter=counter).text
     return message
 
 
