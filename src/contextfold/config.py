@@ -260,7 +260,7 @@ def _convert(key: str, value: Any, spec: SettingSpec, source: str) -> Any:
             if isinstance(value, bool):
                 raise ValueError(value)
             result = float(value)
-        elif kind is list:
+        elif kind is list:  # the one list setting so far holds variable names
             result = _names(value)
         else:
             result = str(value)

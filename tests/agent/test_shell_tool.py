@@ -13,6 +13,7 @@ from contextfold._placeholders import exit_code as placeholder_exit_code
 from contextfold.agent import ApprovalPolicy, Toolbox, Workspace, coding_toolbox, shell_tool
 from contextfold.agent.shell_tool import SHELL_ENV_DEFAULTS, scrubbed_environment
 from contextfold.compaction._facts import _exit_code as summary_exit_code
+from contextfold.config import API_KEY_ENV_VARS
 from tests.agent.conftest import failed, ok, run
 
 PROCESS_GONE_WAIT = 5.0
@@ -219,6 +220,11 @@ def test_nothing_but_credentials_is_taken_from_a_command(
     for name in ("PATH", "HOME", *ORDINARY_VARIABLES):
         assert env.get(name) == os.environ[name], name
     assert env["PAGER"] == "cat"
+
+
+def test_every_providers_key_variable_is_a_credential() -> None:
+    for name in (*API_KEY_ENV_VARS.values(), "AZURE_OPENAI_API_KEY", "GROQ_API_KEY", "GH_TOKEN"):
+        assert scrubbed_environment({name: "x"}) == SHELL_ENV_DEFAULTS, name
 
 
 def test_scrubbing_takes_out_exactly_the_credentials() -> None:
