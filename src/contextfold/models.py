@@ -24,6 +24,7 @@ from contextfold._exceptions import ConfigError, UnknownModelError
 from contextfold.messages import Usage
 
 __all__ = [
+    "LONG_CONTEXT_WINDOW",
     "OPENAI_MIN_CACHEABLE_TOKENS",
     "ModelInfo",
     "ModelRegistry",
@@ -276,6 +277,26 @@ def _m(
     )
 
 
+LONG_CONTEXT_WINDOW = 1_000_000
+"""The window of a model's long-context variant (Anthropic's 1M-token beta)."""
+
+
+def _with_long_context(info: ModelInfo) -> tuple[ModelInfo, ModelInfo]:
+    """``info``, and its long-context variant: :data:`LONG_CONTEXT_WINDOW` tokens, named
+    ``<name>[1m]`` as Claude Code writes it, with ``<name>-1m`` and each alias's two forms as
+    aliases. Prices stay the standard ones (Anthropic charges more for a prompt above 200K)."""
+    names = (info.name, *info.aliases)
+    return info, dataclasses.replace(
+        info,
+        name=f"{info.name}[1m]",
+        context_window=LONG_CONTEXT_WINDOW,
+        aliases=(
+            *(f"{n}-1m" for n in names),
+            *(f"{n}[1m]" for n in info.aliases),
+        ),
+    )
+
+
 _NO_PRICE = (None, None, None, None)
 _OAI = OPENAI_MIN_CACHEABLE_TOKENS
 
@@ -299,20 +320,25 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
     _m("openai", "gpt-4-turbo", 128_000, 4_096, (10.00, 30.00, None, None), 0, "cl100k_base"),
     _m("openai", "gpt-3.5-turbo", 16_385, 4_096, (0.50, 1.50, None, None), 0, "cl100k_base"),
     # Anthropic. Windows, outputs and prices as of 2026-02 per
-    # platform.claude.com/docs/en/models/<model>/overview (Opus 4.6: 1M window, 128K output,
-    # $5/$25, 5-minute cache write $6.25, read $0.50); minimum cacheable prefix per the prompt
-    # caching page as quoted in anthropics/anthropic-sdk-python#1194 and docs.orq.ai
+    # platform.claude.com/docs/en/models/<model>/overview (Opus 4.6: 200K window, 1M in beta,
+    # 128K output, $5/$25, 5-minute cache write $6.25, read $0.50); minimum cacheable prefix per
+    # the prompt caching page as quoted in anthropics/anthropic-sdk-python#1194 and docs.orq.ai
     # (4,096 for Opus 4.5/4.6 and Haiku 4.5; 2,048 for Haiku 3.5; 1,024 for the others).
-    # Cache writes are 1.25x input (5-minute TTL), reads 0.1x input.
-    _m(
-        "anthropic",
-        "claude-opus-4-6",
-        1_000_000,
-        128_000,
-        (5.0, 25.0, 6.25, 0.50),
-        4_096,
-        "anthropic",
-        "claude-opus-4.6",
+    # Cache writes are 1.25x input (5-minute TTL), reads 0.1x input. The 1M window of Opus 4.6,
+    # Sonnet 4.5 and Sonnet 4 is a beta an agent asks for (Claude Code's `opus[1m]`); their
+    # recorded sessions name the model alone and compact below 200K, so the bare name is the
+    # standard window and `<name>[1m]` the long one (see _with_long_context).
+    *_with_long_context(
+        _m(
+            "anthropic",
+            "claude-opus-4-6",
+            200_000,
+            128_000,
+            (5.0, 25.0, 6.25, 0.50),
+            4_096,
+            "anthropic",
+            "claude-opus-4.6",
+        )
     ),
     _m(
         "anthropic",
@@ -344,25 +370,29 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         "anthropic",
         "claude-opus-4-0",
     ),
-    _m(
-        "anthropic",
-        "claude-sonnet-4-5",
-        200_000,
-        64_000,
-        (3.0, 15.0, 3.75, 0.30),
-        1_024,
-        "anthropic",
-        "claude-sonnet-4.5",
+    *_with_long_context(
+        _m(
+            "anthropic",
+            "claude-sonnet-4-5",
+            200_000,
+            64_000,
+            (3.0, 15.0, 3.75, 0.30),
+            1_024,
+            "anthropic",
+            "claude-sonnet-4.5",
+        )
     ),
-    _m(
-        "anthropic",
-        "claude-sonnet-4",
-        200_000,
-        64_000,
-        (3.0, 15.0, 3.75, 0.30),
-        1_024,
-        "anthropic",
-        "claude-sonnet-4-0",
+    *_with_long_context(
+        _m(
+            "anthropic",
+            "claude-sonnet-4",
+            200_000,
+            64_000,
+            (3.0, 15.0, 3.75, 0.30),
+            1_024,
+            "anthropic",
+            "claude-sonnet-4-0",
+        )
     ),
     _m(
         "anthropic",

@@ -3,7 +3,9 @@ with a recorded compaction, each replayed once per test session (replays take se
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,3 +58,41 @@ def claude_compacted() -> list[tuple[Transcript, TranscriptReplay]]:
         transcript = load_transcript(shared_path("trajectories", "claude-code", name))
         out.append((transcript, replay_transcript(transcript, window=CLAUDE_WINDOW, label=name)))
     return out
+
+
+def coding_session(steps: int) -> dict[str, Any]:
+    """An OpenAI-messages coding session: a task, then ``steps`` tool calls whose outputs hold
+    file contents and failing test runs (what summaries cite), then a closing reply."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent. Use the tools."},
+        {"role": "user", "content": "Fix the failing parser tests. Don't change the tests."},
+    ]
+    for step in range(steps):
+        call_id = f"call_{step:02d}"
+        if step % 3 == 2:
+            name, args = "run_tests", {"path": "tests/"}
+            output = (
+                f"FAILED tests/test_parser.py::test_case_{step} - AssertionError: "
+                f"expected {step} tokens, got {step + 1}\n" + "collected 40 items\n" * 20
+            )
+        else:
+            name, args = "read_file", {"path": f"src/parser/module_{step}.py"}
+            output = "\n".join(
+                f"def function_{step}_{line}(x):  return x + {line}" for line in range(60)
+            )
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"Step {step}: calling {name}.",
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": name, "arguments": json.dumps(args)},
+                    }
+                ],
+            }
+        )
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
+    messages.append({"role": "assistant", "content": "The parser tests pass now."})
+    return {"model": "gpt-4o", "messages": messages}

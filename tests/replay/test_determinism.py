@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import shared_path
+from tests.replay.conftest import coding_session
 
 REPLAY_SECONDS = 300
 """Longest one replay process may take before the test fails (a hung run)."""
@@ -24,44 +25,6 @@ GENERATED_STEPS = 14
 """Tool calls in the generated session: enough that every default preset compacts it at
 :data:`GENERATED_WINDOW`, and that its summaries cite tool results."""
 GENERATED_WINDOW = "4000"
-
-
-def coding_session(steps: int) -> dict[str, Any]:
-    """An OpenAI-messages coding session: a task, then ``steps`` tool calls whose outputs hold
-    file contents and failing test runs (what summaries cite), then a closing reply."""
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "You are a coding agent. Use the tools."},
-        {"role": "user", "content": "Fix the failing parser tests. Don't change the tests."},
-    ]
-    for step in range(steps):
-        call_id = f"call_{step:02d}"
-        if step % 3 == 2:
-            name, args = "run_tests", {"path": "tests/"}
-            output = (
-                f"FAILED tests/test_parser.py::test_case_{step} - AssertionError: "
-                f"expected {step} tokens, got {step + 1}\n" + "collected 40 items\n" * 20
-            )
-        else:
-            name, args = "read_file", {"path": f"src/parser/module_{step}.py"}
-            output = "\n".join(
-                f"def function_{step}_{line}(x):  return x + {line}" for line in range(60)
-            )
-        messages.append(
-            {
-                "role": "assistant",
-                "content": f"Step {step}: calling {name}.",
-                "tool_calls": [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {"name": name, "arguments": json.dumps(args)},
-                    }
-                ],
-            }
-        )
-        messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
-    messages.append({"role": "assistant", "content": "The parser tests pass now."})
-    return {"model": "gpt-4o", "messages": messages}
 
 
 def replay_stdout(path: Path, *args: str, hash_seed: str) -> str:

@@ -12,18 +12,18 @@ import typer
 from contextfold._exceptions import ContextfoldError, FormatError
 from contextfold.cli import _render
 from contextfold.cli._render import JsonFlag
+from contextfold.cli._replay_table import print_table
 from contextfold.cli._transcripts import TranscriptPaths, read_transcripts
 from contextfold.compaction import PRESETS
 from contextfold.models import default_registry
 from contextfold.replay import (
     DEFAULT_PRESETS,
-    Retention,
     TranscriptReplay,
     replay_transcript,
     write_report,
 )
 from contextfold.replay.cache import ANTHROPIC_PRICE_MODEL, OPENAI_PRICE_MODEL
-from contextfold.replay.report import agent_name
+from contextfold.replay.records import preset_totals
 
 __all__ = ["replay"]
 
@@ -37,7 +37,9 @@ def replay(
             "-m",
             metavar="MODEL",
             help="Replay for this model (tokenizer, window, reply reserve). "
-            "Default: the transcript's, else gpt-4o.",
+            "Default: the transcript's, else gpt-4o. A model the registry does not know needs "
+            "--window (its tokens are then estimated). Long-context variants are named "
+            "<model>[1m], e.g. claude-opus-4-6[1m].",
         ),
     ] = None,
     window: Annotated[
@@ -50,6 +52,14 @@ def replay(
             help="Context window in tokens; below the recorded one it forces compaction.",
         ),
     ] = None,
+    wide: Annotated[
+        bool,
+        typer.Option(
+            "--wide",
+            help="Show every column (requests, summary reads, both costs); the default table "
+            "fits 100 columns.",
+        ),
+    ] = False,
     presets: Annotated[
         list[str] | None,
         typer.Option(
@@ -76,12 +86,16 @@ def replay(
 
     Each transcript's user messages and tool results go through a fresh contextfold session; at
     every recorded assistant turn the engine prepares the request it would send, and the recorded
-    reply is appended. For each preset: the largest request, requests over the window (always 0),
+    reply is appended. For each preset: the largest request, requests over the window,
     compactions and mask batches, tokens sent, the share a prompt cache could reuse, the input
-    cost at Anthropic and OpenAI cache prices, and how many of the session's facts (files
-    modified, error lines, task, user constraints) the final view still holds. Where the original
-    agent compacted (Claude Code), its compaction and retention are shown too.
+    cost at Anthropic and OpenAI cache prices (--wide), and how many of the session's facts
+    (files modified, error lines, task, user constraints) the final view still holds. Where the
+    original agent compacted (Claude Code), its compaction and retention are shown too, with a
+    note when the replay's window is far larger than the context it compacted at.
 
+    A request is over the window only when even a compacted one cannot fit it (the system
+    prompt, tools, reply reserve and latest message need more): a warning then names the
+    transcript, and the exit status stays 0, since these are figures of the replay, not errors.
     A file that cannot be read is reported and skipped; the exit status is then 1.
 
     Examples:
@@ -98,7 +112,7 @@ def replay(
             param_hint="--preset",
         )
     registry = default_registry()
-    if model:
+    if model and window is None:
         registry.get(model)  # an unknown --model is reported before any file is read
     if report is not None:
         _check_report_path(report)  # before the work, so that none of it is lost
@@ -126,9 +140,17 @@ def replay(
         report_errors = [(str(report), report_error)] if report_error else []
         _render.print_json(_json(replays, [*errors, *report_errors], written))
     else:
-        _print_table(replays)
+        print_table(replays, wide=wide)
         if written is not None:
             _render.console().print(f"report written to {_render.escape(str(written))}")
+    for replay_result in replays:
+        _warn_over_window(replay_result)
+    if model and registry.find(model) is None:
+        _render.print_error(
+            f"{model!r} is not in the model registry: its tokens were estimated by "
+            "contextfold's heuristic counter, not counted with its own tokenizer",
+            warning=True,
+        )
     if report_error:
         _render.print_error(report_error)
     if errors:
@@ -175,88 +197,29 @@ def _json(
     return {
         "prices": {"anthropic": ANTHROPIC_PRICE_MODEL, "openai": OPENAI_PRICE_MODEL},
         "transcripts": [r.to_json() for r in replays],
+        "totals": {name: t.to_json() for name, t in preset_totals(replays).items()},
         "errors": [{"path": path, "message": message} for path, message in errors],
         "report": str(report) if report is not None else None,
     }
 
 
-def _print_table(replays: Sequence[TranscriptReplay]) -> None:
-    if not replays:
+def _warn_over_window(replay: TranscriptReplay) -> None:
+    """A warning line for a transcript some of whose requests did not fit, even compacted."""
+    over = {preset: run.over_window for preset, run in replay.runs.items() if run.over_window}
+    if not over:
         return
-    out = _render.console()
-    columns = (
-        "transcript",
-        "preset",
-        "requests",
-        "peak",
-        "over window",
-        "compactions / masks",
-        "tokens sent",
-        "summary reads",
-        "prefix reuse",
-        "$ anthropic",
-        "$ openai",
-        "facts kept",
+    runs = list(replay.runs.values())
+    requests = max(len(run.turns) for run in runs)
+    needed = max(t.tokens for run in runs for t in run.turns if not t.fits)
+    if len(set(over.values())) == 1 and len(over) == len(runs):
+        counted = f"{next(iter(over.values())):,} of {requests:,} requests (every preset)"
+    else:
+        counted = (
+            f"requests out of {requests:,} ({', '.join(f'{p} {n:,}' for p, n in over.items())})"
+        )
+    _render.print_error(
+        f"{replay.label}: {counted} did not fit the window of {runs[0].context_window:,} "
+        f"tokens ({runs[0].effective_window:,} after the reply reserve), even compacted; the "
+        f"largest needed {needed:,}. Give a larger --window.",
+        warning=True,
     )
-    table = _render.table(*columns, numeric=columns[2:])
-    table.columns[0].overflow = "fold"
-    for replay in replays:
-        label = _render.escape(replay.label)
-        for run in replay.runs.values():
-            over = f"[red]{run.over_window}[/red]" if run.over_window else "0"
-            table.add_row(
-                label,
-                run.preset,
-                _render.format_int(len(run.turns)),
-                _render.format_int(run.peak_tokens),
-                over,
-                f"{run.compactions} / {run.mask_batches}",
-                _render.format_int(run.tokens_sent),
-                _render.format_int(run.summary_input_tokens),
-                f"{run.prefix_reuse:.1%}",
-                f"{run.cost_anthropic:.2f}",
-                f"{run.cost_openai:.2f}",
-                _retention_cell(run.retention),
-            )
-            label = ""
-        original = replay.original
-        if original.compactions:
-            table.add_row(
-                "",
-                f"[dim]{agent_name(replay.format)} (recorded)[/dim]",
-                "",
-                "",
-                "",
-                f"{len(original.compactions)} / —",
-                _render.format_int(original.recorded_prompt_tokens or None),
-                "",
-                _render.format_share(
-                    original.recorded_cache_read_tokens, original.recorded_prompt_tokens
-                ),
-                "",
-                "",
-                _retention_cell(original.retention),
-            )
-    out.print(table)
-    # One line per model and window in use, rather than a column repeating it on every row.
-    setups = dict.fromkeys(
-        f"{run.model}: window {run.context_window:,} (effective {run.effective_window:,})"
-        for replay in replays
-        for run in replay.runs.values()
-    )
-    for line in setups:
-        out.print(_render.escape(line))
-    out.print(
-        f"costs: input only, at {ANTHROPIC_PRICE_MODEL} and {OPENAI_PRICE_MODEL} cache prices; "
-        "summary reads: tokens the summaries read (a model-written summary is a call reading "
-        "them); facts kept: files modified, error lines, task and user constraints still in the "
-        "final view (verbatim or in a summary; +N ref: N more readable through read_result)"
-    )
-
-
-def _retention_cell(retention: Retention | None) -> str:
-    if retention is None or not retention.total():
-        return "—"
-    extra = retention.count("recoverable")
-    cell = f"{retention.kept()}/{retention.total()}"
-    return cell + (f" (+{extra} ref)" if extra else "")

@@ -35,14 +35,14 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
-from contextfold._exceptions import ContextOverflowError, RefNotFoundError
+from contextfold._exceptions import ContextOverflowError, RefNotFoundError, UnknownModelError
 from contextfold.budget import Zone
 from contextfold.compaction.summary import ExtractiveSummarizer, StructuredSummary
 from contextfold.edits import ContextEdit, MaskEdit, apply_edit, edit_action
 from contextfold.engine import ContextEngine, ContextPolicy, PreparedRequest, Session
 from contextfold.formats.transcript import Transcript
 from contextfold.messages import Message, reproducible_ids
-from contextfold.models import ModelInfo, ModelRegistry, default_registry
+from contextfold.models import ModelInfo, ModelRegistry, default_registry, model_for_window
 from contextfold.providers.base import ChatRequest
 from contextfold.providers.replay import ReplayModel
 from contextfold.replay.cache import PrefixMeter, input_cost, price_models
@@ -93,12 +93,21 @@ def resolve_model(
     registry: ModelRegistry | None = None,
 ) -> ModelInfo:
     """The model a transcript is replayed for: ``model``, else the one it recorded, else
-    :data:`DEFAULT_MODEL`; with ``window`` as its context window when given."""
+    :data:`DEFAULT_MODEL`; with ``window`` as its context window when given.
+
+    A ``model`` the registry does not know needs ``window`` (:class:`UnknownModelError`
+    otherwise); it is then counted with the default (heuristic) counter."""
     registry = registry or default_registry()
     if isinstance(model, ModelInfo):
         info = model
     elif model:
-        info = registry.get(model)  # a name the user typed: unknown is an error
+        found = registry.find(model)
+        if found is not None:
+            info = found
+        elif window is not None:
+            info = model_for_window(window, name=model)
+        else:
+            raise UnknownModelError(model, registry.suggest(model))
     else:
         found = registry.find(transcript.model) if transcript.model else None
         info = found or registry.get(DEFAULT_MODEL)
@@ -237,6 +246,7 @@ def original_agent(transcript: Transcript, probes: Sequence[Probe] | None = None
             if usage is not None:
                 out.recorded_calls += 1
                 out.recorded_prompt_tokens += usage.input_tokens
+                out.recorded_peak_tokens = max(out.recorded_peak_tokens, usage.input_tokens)
                 out.recorded_cache_read_tokens += usage.cache_read_tokens
     view = original_view(transcript)
     if view is not None:

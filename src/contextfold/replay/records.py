@@ -8,22 +8,51 @@ prints.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from contextfold.replay.probes import Retention
 
 __all__ = [
+    "AGENT_NAMES",
     "EDIT_KINDS",
+    "WINDOW_NOTE_RATIO",
     "EditKind",
     "EditMark",
     "OriginalAgent",
     "OriginalCompaction",
+    "PresetTotals",
     "ReplayRun",
     "TranscriptReplay",
     "TurnRecord",
+    "agent_name",
+    "preset_totals",
+    "short_tokens",
 ]
+
+AGENT_NAMES = {"claude-code": "Claude Code", "codex": "Codex", "mini-swe-agent": "mini-swe-agent"}
+"""Display names of the agents that recorded each transcript format."""
+WINDOW_NOTE_RATIO = 2.0
+"""A replay window this many times the largest context the original agent reached is said
+beside the comparison with it (:meth:`TranscriptReplay.window_note`): at such a window the
+presets compact far later than the agent had to, or never, so what they kept does not compare
+like for like."""
+
+
+def agent_name(format_name: str) -> str:
+    """The name of the agent behind a transcript format (``"original agent"`` when unknown)."""
+    return AGENT_NAMES.get(format_name, "original agent")
+
+
+def short_tokens(count: int) -> str:
+    """A token count rounded for prose: ``167k``, ``1M``, ``1.5M``, ``900``."""
+    if count >= 1_000_000:
+        return f"{count / 1_000_000:.1f}".removesuffix(".0") + "M"
+    if count >= 1_000:
+        return f"{round(count / 1_000):,}k"
+    return f"{count:,}"
+
 
 EditKind: TypeAlias = Literal["mask_batch", "mask", "truncate", "summary", "drop", "restart"]
 EDIT_KINDS: tuple[EditKind, ...] = ("mask_batch", "mask", "truncate", "summary", "drop", "restart")
@@ -277,6 +306,15 @@ class OriginalAgent:
     recorded_calls: int = 0
     recorded_prompt_tokens: int = 0
     recorded_cache_read_tokens: int = 0
+    recorded_peak_tokens: int = 0
+    """The largest prompt the provider reported for one call."""
+
+    @property
+    def peak_tokens(self) -> int:
+        """The largest context the agent reached: its largest recorded prompt, or the size at
+        which it compacted when that was larger (0 when nothing was recorded)."""
+        compacted_at = (c.pre_tokens or 0 for c in self.compactions)
+        return max([self.recorded_peak_tokens, *compacted_at])
 
     @property
     def cache_read_share(self) -> float | None:
@@ -293,6 +331,7 @@ class OriginalAgent:
             "recorded_calls": self.recorded_calls,
             "recorded_prompt_tokens": self.recorded_prompt_tokens,
             "recorded_cache_read_tokens": self.recorded_cache_read_tokens,
+            "recorded_peak_tokens": self.recorded_peak_tokens,
             "cache_read_share": self.cache_read_share,
         }
 
@@ -313,9 +352,32 @@ class TranscriptReplay:
     """How far the first recorded prompt exceeds our first request, when the transcript holds no
     system prompt (Claude Code and Codex logs leave out the system prompt and tool definitions)."""
 
+    def window_note(self) -> str | None:
+        """What a reader must know before comparing the presets with the original agent: that
+        the replay's window is far above (:data:`WINDOW_NOTE_RATIO` times or more) the context
+        at which the agent compacted; ``None`` when it is not, or the agent never compacted."""
+        runs = list(self.runs.values())
+        peak = self.original.peak_tokens
+        if not runs or not self.original.compactions or not peak:
+            return None
+        window = runs[0].context_window
+        if window < WINDOW_NOTE_RATIO * peak:
+            return None
+        compacted = max(c.pre_tokens or 0 for c in self.original.compactions) or peak
+        never = not any(run.compactions for run in runs)
+        return (
+            f"{agent_name(self.format)} compacted at {short_tokens(compacted)} tokens; this "
+            f"replay's window of {short_tokens(window)} is {window / compacted:.0f}x that"
+            + (" and never needed to" if never else ", so its presets compacted far later")
+            + ": replay at the agent's own window (--window) to compare what each kept."
+        )
+
     def to_json(self, *, turns: bool = True) -> dict[str, Any]:
-        """JSON form: the transcript, the original agent, and each preset's run."""
+        """JSON form: the transcript, the original agent, each preset's run, and the notes a
+        reader needs beside the figures (:meth:`window_note`)."""
+        note = self.window_note()
         return {
+            "notes": [note] if note else [],
             "label": self.label,
             "path": self.path,
             "format": self.format,
@@ -325,3 +387,79 @@ class TranscriptReplay:
             "original": self.original.to_json(),
             "presets": {name: run.to_json(turns=turns) for name, run in self.runs.items()},
         }
+
+
+@dataclass
+class PresetTotals:
+    """One preset's figures summed over every transcript of a run (the line a large run is read
+    by)."""
+
+    preset: str
+    transcripts: int = 0
+    requests: int = 0
+    peak_tokens: int = 0
+    """The largest request of any transcript."""
+    over_window: int = 0
+    compactions: int = 0
+    mask_batches: int = 0
+    tokens_sent: int = 0
+    reused_tokens: int = 0
+    summary_input_tokens: int = 0
+    cost_anthropic: float = 0.0
+    cost_openai: float = 0.0
+    facts_kept: int = 0
+    facts_recoverable: int = 0
+    facts_total: int = 0
+
+    @property
+    def prefix_reuse(self) -> float:
+        """Token-weighted share of all input that repeats the previous request's prefix."""
+        return self.reused_tokens / self.tokens_sent if self.tokens_sent else 0.0
+
+    def add(self, run: ReplayRun) -> None:
+        """Count one transcript's run in."""
+        self.transcripts += 1
+        self.requests += len(run.turns)
+        self.peak_tokens = max(self.peak_tokens, run.peak_tokens)
+        self.over_window += run.over_window
+        self.compactions += run.compactions
+        self.mask_batches += run.mask_batches
+        self.tokens_sent += run.tokens_sent
+        self.reused_tokens += run.reused_tokens
+        self.summary_input_tokens += run.summary_input_tokens
+        self.cost_anthropic += run.cost_anthropic
+        self.cost_openai += run.cost_openai
+        if run.retention is not None:
+            self.facts_kept += run.retention.kept()
+            self.facts_recoverable += run.retention.count("recoverable")
+            self.facts_total += run.retention.total()
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form, rounded as :meth:`ReplayRun.to_json` rounds."""
+        return {
+            "preset": self.preset,
+            "transcripts": self.transcripts,
+            "requests": self.requests,
+            "peak_tokens": self.peak_tokens,
+            "over_window": self.over_window,
+            "compactions": self.compactions,
+            "mask_batches": self.mask_batches,
+            "tokens_sent": self.tokens_sent,
+            "reused_tokens": self.reused_tokens,
+            "prefix_reuse": round(self.prefix_reuse, 4),
+            "summary_input_tokens": self.summary_input_tokens,
+            "cost_anthropic": round(self.cost_anthropic, 6),
+            "cost_openai": round(self.cost_openai, 6),
+            "facts_kept": self.facts_kept,
+            "facts_recoverable": self.facts_recoverable,
+            "facts_total": self.facts_total,
+        }
+
+
+def preset_totals(replays: Iterable[TranscriptReplay]) -> dict[str, PresetTotals]:
+    """Each preset's figures summed over ``replays``, presets in first-seen order."""
+    totals: dict[str, PresetTotals] = {}
+    for replay in replays:
+        for preset, run in replay.runs.items():
+            totals.setdefault(preset, PresetTotals(preset)).add(run)
+    return totals

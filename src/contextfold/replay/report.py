@@ -30,23 +30,16 @@ from contextfold.replay._svg import (
 )
 from contextfold.replay.cache import ANTHROPIC_PRICE_MODEL, OPENAI_PRICE_MODEL
 from contextfold.replay.probes import PROBE_KINDS, Retention
-from contextfold.replay.records import ReplayRun, TranscriptReplay
+from contextfold.replay.records import ReplayRun, TranscriptReplay, agent_name
 
-__all__ = ["agent_name", "render_report", "write_report"]
+__all__ = ["agent_name", "render_report", "short_labels", "write_report"]
 
-AGENT_NAMES = {"claude-code": "Claude Code", "codex": "Codex", "mini-swe-agent": "mini-swe-agent"}
-"""Display names of the agents that recorded each transcript format."""
 _KIND_LABELS = {
     "files_modified": "files modified",
     "errors": "error lines",
     "task": "task",
     "constraints": "user constraints",
 }
-
-
-def agent_name(format_name: str) -> str:
-    """The name of the agent behind a transcript format (``"original agent"`` when unknown)."""
-    return AGENT_NAMES.get(format_name, "original agent")
 
 
 def write_report(replays: Sequence[TranscriptReplay], path: str | Path, **options: str) -> Path:
@@ -66,9 +59,13 @@ def render_report(
         f"presets {escape(', '.join(presets))} · generated {time.strftime('%Y-%m-%d %H:%M')}"
         f"</p>{f'<p class=meta>{escape(note)}</p>' if note else ''}</header>"
     ]
+    names = short_labels([r.label for r in replays])
     if len(replays) > 1:
-        body.append(_overview(replays))
-    body += [_transcript_section(i, r) for i, r in enumerate(replays, 1)]
+        body.append(_overview(replays, names))
+    body += [
+        _transcript_section(i, r, name)
+        for i, (r, name) in enumerate(zip(replays, names, strict=True), 1)
+    ]
     body.append(_footer())
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
@@ -84,13 +81,13 @@ def render_report(
 # --------------------------------------------------------------------------------------------------
 
 
-def _overview(replays: Sequence[TranscriptReplay]) -> str:
+def _overview(replays: Sequence[TranscriptReplay], names: Sequence[str]) -> str:
     rows = []
-    for i, replay in enumerate(replays, 1):
+    for i, (replay, name) in enumerate(zip(replays, names, strict=True), 1):
         for run in replay.runs.values():
             rows.append(
                 f'<tr data-transcript-row="{i}" data-preset="{escape(run.preset)}">'
-                f'<td><a href="#t{i}">{escape(_short_label(replay.label))}</a></td>'
+                f'<td><a href="#t{i}">{escape(name)}</a></td>'
                 f"<td>{_preset_chip(run.preset, replay)}</td>"
                 f'<td class="num">{run.peak_tokens:,}</td>'
                 f'<td class="num {_bad(run.over_window)}">{run.over_window}</td>'
@@ -106,7 +103,7 @@ def _overview(replays: Sequence[TranscriptReplay]) -> str:
     )
 
 
-def _transcript_section(number: int, replay: TranscriptReplay) -> str:
+def _transcript_section(number: int, replay: TranscriptReplay, name: str) -> str:
     runs = list(replay.runs.values())
     first = runs[0] if runs else None
     agent = agent_name(replay.format)
@@ -128,6 +125,9 @@ def _transcript_section(number: int, replay: TranscriptReplay) -> str:
             for c in replay.original.compactions
         )
         notes.append(f"{agent} compacted {where}.")
+    window_note = replay.window_note()
+    if window_note:
+        notes.append(window_note)
     if replay.unrecorded_prompt_tokens:
         notes.append(
             f"The recorded prompts hold about {replay.unrecorded_prompt_tokens:,} tokens this "
@@ -139,7 +139,7 @@ def _transcript_section(number: int, replay: TranscriptReplay) -> str:
     )
     return (
         f'<section class="card transcript" id="t{number}" data-transcript="{escape(replay.label)}">'
-        f"<h2>{escape(_short_label(replay.label))}</h2>"
+        f"<h2>{escape(name)}</h2>"
         f'<p class="meta" title="{escape(replay.label)}">{escape(" · ".join(facts))}</p>'
         + "".join(f'<p class="note">{escape(n)}</p>' for n in notes)
         + f"<figure>{chart}<figcaption>{_legend(runs, recorded, agent, replay)}"
@@ -394,10 +394,17 @@ def _rate(retention: Retention | None) -> str:
     return "—" if rate is None else f"{rate:.0%}"
 
 
-def _short_label(label: str) -> str:
-    """The file name and its folder: enough to tell transcripts apart."""
-    parts = label.replace("\\", "/").split("/")
-    return "/".join(parts[-2:]) if len(parts) > 1 else label
+def short_labels(labels: Sequence[str]) -> list[str]:
+    """Each label (a path) cut to its file name, with as many of its folders as it takes to tell
+    it from the others."""
+    parts = [label.replace("\\", "/").split("/") for label in labels]
+    depth = 1
+    while True:
+        cut = ["/".join(p[-depth:]) for p in parts]
+        clashes = len(set(cut)) < len(set(labels))
+        if not clashes or depth >= max((len(p) for p in parts), default=1):
+            return cut
+        depth += 1
 
 
 _CSS = """
