@@ -45,6 +45,7 @@ from contextfold.messages import Message, Part, ToolCallPart, ToolResultPart, Us
 from contextfold.normalize import RepairReport
 from contextfold.outputs import OutputLimits, prepare_tool_output
 from contextfold.prompt import BuiltPrompt, PromptBuilder, PromptSection
+from contextfold.providers._from_sdk import chat_response_from_sdk
 from contextfold.providers.base import ChatResponse
 from contextfold.store import SessionInfo
 from contextfold.tokens import ContextSizeEstimator
@@ -236,8 +237,19 @@ class Session(ZoneActions):
             message = Message("user", tuple(content))
         return self.add_message(message)
 
-    def add_assistant(self, reply: Message | ChatResponse, usage: Usage | None = None) -> Message:
-        """Append the model's reply and anchor token counts on the usage it reported."""
+    def add_assistant(
+        self, reply: Message | ChatResponse | object, usage: Usage | None = None
+    ) -> Message:
+        """Append the model's reply and anchor token counts on the usage it reported.
+
+        ``reply`` is a :class:`~contextfold.Message`, a :class:`~contextfold.providers.ChatResponse`
+        or the official SDKs' own reply: an OpenAI ``ChatCompletion`` or an Anthropic
+        ``Message`` (converted by :func:`contextfold.providers.openai.response_from_completion`
+        / :func:`contextfold.providers.anthropic.response_from_message`). Returns the message
+        appended: its ``tool_calls`` are the calls to answer.
+        """
+        if not isinstance(reply, Message | ChatResponse):
+            reply = chat_response_from_sdk(reply)
         if isinstance(reply, ChatResponse):
             usage = usage or reply.usage
             reply = reply.message

@@ -152,9 +152,17 @@ class PreparedRequest:
         )
         return replace(request, **overrides) if overrides else request
 
-    def to_openai(self) -> dict[str, Any]:
-        """Keyword arguments for ``client.chat.completions.create`` (without ``model``)."""
-        out: dict[str, Any] = {"messages": to_openai(self.messages, system=self.system_text)}
+    def to_openai(self, *, model: str | None = None) -> dict[str, Any]:
+        """Keyword arguments for the official SDK's ``client.chat.completions.create``.
+
+        With ``model`` they are complete: ``client.chat.completions.create(**request.to_openai(
+        model="gpt-4.1"))``; give the reply to ``session.add_assistant`` as it comes back.
+        Without it, they are the request's wire form alone (messages, tools, reply budget), to
+        inspect or measure. The reply budget goes in ``max_completion_tokens``, which OpenAI's
+        newer models require.
+        """
+        out: dict[str, Any] = {} if model is None else {"model": model}
+        out["messages"] = to_openai(self.messages, system=self.system_text)
         if self.tools:
             out["tools"] = tools_to_openai(self.tools)
         if self.prompt_cache_key:
@@ -162,15 +170,22 @@ class PreparedRequest:
         out["max_completion_tokens"] = self.max_tokens
         return out
 
-    def to_anthropic(self) -> dict[str, Any]:
-        """Keyword arguments for ``client.messages.create`` (without ``model``)."""
+    def to_anthropic(self, *, model: str | None = None) -> dict[str, Any]:
+        """Keyword arguments for the official SDK's ``client.messages.create``, cache
+        breakpoints included.
+
+        With ``model`` they are complete: ``client.messages.create(**request.to_anthropic(
+        model="claude-sonnet-4-5"))``; give the reply to ``session.add_assistant`` as it comes
+        back. Without it, they are the request's wire form alone, to inspect or measure.
+        """
         request = to_anthropic(
             self.messages,
             system=[b.text for b in self.system],
             system_breakpoints=[i for i, b in enumerate(self.system) if b.cache],
             message_breakpoints=self.message_breakpoints,
         )
-        out = request.kwargs()
+        out: dict[str, Any] = {} if model is None else {"model": model}
+        out.update(request.kwargs())
         if self.tools:
             out["tools"] = tools_to_anthropic(self.tools, cache_last=self.cache_tools)
         out["max_tokens"] = self.max_tokens

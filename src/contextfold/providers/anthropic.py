@@ -50,6 +50,7 @@ from contextfold.providers.base import (
 
 try:
     import anthropic
+    from anthropic.types import Message as AnthropicMessage
 except ImportError as _exc:  # pragma: no cover - exercised by simulating the missing SDK
     raise MissingDependencyError("anthropic", "anthropic") from _exc
 
@@ -61,6 +62,7 @@ __all__ = [
     "AnthropicChat",
     "AnthropicStreamAssembler",
     "limit_cache_breakpoints",
+    "response_from_message",
 ]
 
 ANTHROPIC_API_KEY_ENV = "ANTHROPIC_API_KEY"
@@ -216,7 +218,7 @@ class AnthropicStreamAssembler:
             "stop_reason": self.stop_reason,
             "usage": self.usage or None,
         }
-        return _chat_response(data)
+        return response_from_message(data)
 
     def _finished(self, index: int) -> dict[str, Any]:
         block = dict(self.blocks[index])
@@ -238,10 +240,27 @@ class AnthropicStreamAssembler:
         return block
 
 
-def _chat_response(data: Mapping[str, Any]) -> ChatResponse:
-    message, usage, stop_reason = parse_anthropic_response(data)
+def response_from_message(message: AnthropicMessage | Mapping[str, Any]) -> ChatResponse:
+    """The :class:`ChatResponse` of a messages-API reply: what the official SDK's
+    ``client.messages.create(...)`` returned (or the stream helper's ``get_final_message()``),
+    or its JSON as a dict.
+
+    The reply becomes an assistant :class:`~contextfold.Message` (text, tool calls, thinking
+    blocks with their signatures), with the usage the provider reported (cache reads and writes
+    included), the stop reason and the model name. This is what
+    ``session.add_assistant(message)`` does with an SDK object, so that the reported usage
+    anchors the session's token estimates. A stream event is refused with a ``TypeError``.
+    """
+    data = wire_dict(message)
+    kind = data.get("type", "message")
+    if kind != "message":
+        raise TypeError(
+            f"expected a messages-API reply (type 'message'), got {kind!r}: a stream has to be "
+            "assembled first (the SDK's stream helper has get_final_message())"
+        )
+    reply, usage, stop_reason = parse_anthropic_response(data)
     model = data.get("model")
-    return ChatResponse(message, usage, stop_reason, str(model) if model else None)
+    return ChatResponse(reply, usage, stop_reason, str(model) if model else None)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -349,12 +368,12 @@ class AnthropicChat(BaseChatModel):
 
     def _complete_once(self, request: ChatRequest) -> ChatResponse:
         message = self._sync_client().messages.create(**self.request_kwargs(request))
-        return _chat_response(wire_dict(message))
+        return response_from_message(message)
 
     async def _acomplete_once(self, request: ChatRequest) -> ChatResponse:
         client = self._async_client_()
         message = await client.messages.create(**self.request_kwargs(request))
-        return _chat_response(wire_dict(message))
+        return response_from_message(message)
 
     def _stream_once(self, request: ChatRequest) -> Iterator[StreamEvent]:
         assembler = AnthropicStreamAssembler()

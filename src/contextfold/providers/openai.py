@@ -53,6 +53,7 @@ from contextfold.tokens import TokenCounter, counter_for
 
 try:
     import openai
+    from openai.types.chat import ChatCompletion
 except ImportError as _exc:  # pragma: no cover - exercised by simulating the missing SDK
     raise MissingDependencyError("openai", "openai") from _exc
 
@@ -62,6 +63,7 @@ __all__ = [
     "OPENAI_API_KEY_ENV",
     "OpenAIChat",
     "OpenAIStreamAssembler",
+    "response_from_completion",
 ]
 
 OPENAI_API_KEY_ENV = "OPENAI_API_KEY"
@@ -164,10 +166,28 @@ class OpenAIStreamAssembler:
             "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}],
             "usage": self.usage,
         }
-        return _chat_response(data)
+        return response_from_completion(data)
 
 
-def _chat_response(data: Mapping[str, Any]) -> ChatResponse:
+def response_from_completion(completion: ChatCompletion | Mapping[str, Any]) -> ChatResponse:
+    """The :class:`ChatResponse` of a chat completion: what the official SDK's
+    ``client.chat.completions.create(...)`` returned (or the stream helper's
+    ``get_final_completion()``), or its JSON as a dict.
+
+    The reply becomes an assistant :class:`~contextfold.Message` (text, tool calls, reasoning),
+    with the usage the provider reported, the finish reason and the model name. This is what
+    ``session.add_assistant(completion)`` does with an SDK object, so that the reported usage
+    anchors the session's token estimates. A streamed chunk is refused with a ``TypeError``:
+    assemble the stream first.
+    """
+    data = wire_dict(completion)
+    kind = data.get("object", "chat.completion")  # servers that omit it send completions too
+    if kind != "chat.completion":
+        raise TypeError(
+            f"expected a chat completion (object 'chat.completion'), got {kind!r}: a streamed "
+            "chunk has to be assembled first (the SDK's stream helper has "
+            "get_final_completion())"
+        )
     message, usage, finish_reason = parse_openai_response(data)
     model = data.get("model")
     return ChatResponse(message, usage, finish_reason, str(model) if model else None)
@@ -362,12 +382,12 @@ class OpenAIChat(BaseChatModel):
 
     def _complete_once(self, request: ChatRequest) -> ChatResponse:
         completion = self._sync_client().chat.completions.create(**self.request_kwargs(request))
-        return self._with_usage(_chat_response(wire_dict(completion)), request)
+        return self._with_usage(response_from_completion(completion), request)
 
     async def _acomplete_once(self, request: ChatRequest) -> ChatResponse:
         client = self._async_client_()
         completion = await client.chat.completions.create(**self.request_kwargs(request))
-        return self._with_usage(_chat_response(wire_dict(completion)), request)
+        return self._with_usage(response_from_completion(completion), request)
 
     def _stream_once(self, request: ChatRequest) -> Iterator[StreamEvent]:
         assembler = OpenAIStreamAssembler()
