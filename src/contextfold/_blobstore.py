@@ -6,7 +6,8 @@ one copy, and by session: a ref names a blob only within the session that stored
 
 - :class:`InMemoryBlobStore` — a dict, for tests and short scripts;
 - :class:`FileBlobStore` — one file per blob under ``<root>/<session>/``, written atomically
-  (temporary file, ``fsync``, rename) with mode 0600.
+  (temporary file, ``fsync``, rename), created with mode 0600 in folders created 0700, and
+  redacted like everything else contextfold persists (:mod:`contextfold.redaction`).
 """
 
 from __future__ import annotations
@@ -22,11 +23,15 @@ from typing import Protocol, runtime_checkable
 
 from contextfold._blobs import REF_HEX_DIGITS, REF_PREFIX, BlobInfo, blob_info
 from contextfold._exceptions import RefNotFoundError, StoreError
+from contextfold.redaction import redact_text
 
 __all__ = ["BlobStore", "FileBlobStore", "InMemoryBlobStore", "is_ref"]
 
 _REF_EXACT = re.compile(rf"{REF_PREFIX}[0-9a-f]{{{REF_HEX_DIGITS}}}")
-_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+_PLAIN_NAME = re.compile(r"(?!h_)[a-z0-9][a-z0-9_.-]{0,127}")
+"""Session ids used as their own folder name: lower case (two ids never differ only by case,
+which a case-insensitive file system would merge), and never the hashed names' ``h_``."""
+_HASHED_PREFIX = "h_"
 
 
 def is_ref(value: object) -> bool:
@@ -85,31 +90,35 @@ class InMemoryBlobStore:
 class FileBlobStore:
     """Blobs as files: ``<root>/<session>/<ref>``, each written atomically, readable only by you.
 
-    Session ids that are not plain file names (slashes, dots, very long) are hashed into one, so
-    no session id can reach outside ``root``.
+    A plain lower-case session id (``ses_0193ab…``, as the stores make them) names its own
+    folder; every other id (upper case, slashes, dots, very long, or starting with ``h_``) gets
+    ``h_`` and the sha256 of the id. No two ids share a folder, so no session reads another's
+    blobs, and no id reaches outside ``root``. What is stored is redacted unless ``redact`` is
+    false; the ref and size are those of the content as given.
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, redact: bool = True) -> None:
         self.root = Path(root)
+        self.redact = redact
 
     def _session_dir(self, session_id: str) -> Path:
-        if _SAFE_NAME.fullmatch(session_id) and session_id not in (".", ".."):
-            name = session_id
-        else:
-            name = "h_" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
-        return self.root / name
+        if _PLAIN_NAME.fullmatch(session_id) and session_id not in (".", ".."):
+            return self.root / session_id
+        digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
+        return self.root / (_HASHED_PREFIX + digest)
 
     def put_blob(self, session_id: str, content: str, *, tool_name: str | None = None) -> BlobInfo:
-        """Write ``content`` unless an identical blob is already there."""
+        """Write ``content`` (redacted) unless an identical blob is already there."""
         info = blob_info(content, tool_name)
         folder = self._session_dir(session_id)
         path = folder / info.ref
-        data = content.encode("utf-8", "surrogatepass")
+        data = (redact_text(content) if self.redact else content).encode("utf-8", "surrogatepass")
         if path.exists():
-            if hashlib.sha256(path.read_bytes()).hexdigest() != info.sha256:
+            if path.read_bytes() != data:
                 raise _Collision(info.ref)
             return info
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # mkstemp creates the file with mode 0600 (os.open with O_EXCL): never readable by others.
         fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".part")
         tmp = Path(tmp_name)
         try:
@@ -117,7 +126,6 @@ class FileBlobStore:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-            tmp.chmod(0o600)
             # Same content under the same name: a concurrent writer's rename is harmless.
             tmp.replace(path)
         except BaseException:

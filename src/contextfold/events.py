@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
+from contextfold._private_files import make_private_dir, open_private
+from contextfold.redaction import redact_json
+
 __all__ = [
     "CallbackSink",
     "CompactionFailed",
@@ -301,17 +304,28 @@ class CallbackSink:
 
 
 class JsonlSink:
-    """Appends each event as one JSON line to ``path`` (created with its parent folder)."""
+    """Appends each event as one JSON line to ``path``, secrets redacted (unless ``redact`` is
+    false); the file is created readable only by you (0600), its missing folder 0700."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, redact: bool = True) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.redact = redact
+        make_private_dir(self.path.parent)
         self._lock = threading.Lock()
 
     def emit(self, event: Event) -> None:
-        line = json.dumps(event.to_dict(), ensure_ascii=False, separators=(",", ":"))
-        with self._lock, self.path.open("a", encoding="utf-8") as fh:
+        data = event.to_dict()
+        line = _json_line(data)
+        if self.redact:
+            redacted = redact_json(data, line)
+            if redacted is not data:
+                line = _json_line(redacted)
+        with self._lock, open_private(self.path, append=True) as fh:
             fh.write(line + "\n")
+
+
+def _json_line(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 class _EventWriter(Protocol):

@@ -17,7 +17,7 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.formatted_text import FormattedText
-from prompt_toolkit.history import FileHistory, InMemoryHistory
+from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.styles import Style
 from rich.console import Console
 from rich.markup import escape
@@ -28,6 +28,7 @@ from contextfold.agent import run_agent
 from contextfold.budget import Zone
 from contextfold.cli._agent_setup import Agent
 from contextfold.cli._approval import ApprovalPrompt
+from contextfold.cli._history import PrivateFileHistory
 from contextfold.cli._meter import MeterTracker, bar
 from contextfold.cli._printer import TranscriptPrinter
 from contextfold.cli._slash import COMMANDS, ChatState, run_slash
@@ -229,10 +230,8 @@ class ChatRepl:
         )
 
 
-def _history() -> FileHistory | InMemoryHistory:
-    folder = data_dir()
+def _history() -> PrivateFileHistory | InMemoryHistory:
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        return FileHistory(str(folder / HISTORY_FILE))
+        return PrivateFileHistory(data_dir() / HISTORY_FILE)
     except OSError:  # a read-only home must not stop the chat: history is a convenience
         return InMemoryHistory()

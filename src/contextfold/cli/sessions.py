@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from contextfold._exceptions import UsageError
+from contextfold._private_files import open_private
 from contextfold.cli import _render
 from contextfold.cli._app import CommandGroup
 from contextfold.cli._render import JsonFlag
@@ -168,7 +169,7 @@ def export(
             opened.export_jsonl(session_id, sys.stdout)
             return
         try:
-            with output.open("w", encoding="utf-8") as fh:
+            with open_private(output, append=False) as fh:  # 0600: a session's whole record
                 lines = opened.export_jsonl(session_id, fh)
         except OSError as exc:
             raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from exc
