@@ -455,7 +455,8 @@ class Session(ZoneActions):
     # -- manual compaction and overflow recovery --------------------------------------------------
 
     def compact(self, focus: str | None = None, *, trigger: str = "manual") -> CompactResult:
-        """Compact now (``/compact``, the ``compact_context`` tool).
+        """Compact now (``/compact``, the ``compact_context`` tool); what it did, in
+        ``result.describe()`` (``result.changed`` is false when nothing could be removed).
 
         The target is the usual compact target, or half the current usage when that is already
         below it: whoever asks explicitly wants room now, for example before a large read.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import anthropic
 import openai
@@ -19,20 +19,30 @@ import pytest
 from anthropic.types import Message as AnthropicMessage
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from contextfold import ContextEngine, ContextPolicy, Session, ThinkingPart, Usage
+from contextfold import (
+    ContextEngine,
+    ContextPolicy,
+    Message,
+    PreparedRequest,
+    Session,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    Usage,
+)
 from contextfold.providers.anthropic import response_from_message
 from contextfold.providers.openai import response_from_completion
 from tests.providers.conftest import LocalServer, Reply, anthropic_sse
 from tests.providers.payloads import (
     READ_FILE,
     anthropic_message,
-    anthropic_stream_start,
     anthropic_usage,
     openai_chunk,
     openai_completion,
     openai_tool_call,
     openai_usage,
 )
+from tests.providers.test_anthropic import stream_events
 
 SYSTEM = "You are a careful coding agent."
 TASK = "The parser crashes on empty input; fix it."
@@ -181,6 +191,21 @@ def test_add_assistant_refuses_what_is_not_a_whole_reply(engine: ContextEngine) 
 
 # -- end to end: the SDK clients against a local server -------------------------------------------
 
+FILE_TEXT = "def parse(text): ..."
+
+
+def agent_loop(session: Session, call_model: Callable[[PreparedRequest], object]) -> Message:
+    """The loop a user writes around an SDK client: prepare, call the model, add its reply as
+    it comes, answer its tool calls; the final reply."""
+    for _ in range(4):
+        request = session.prepare(system=SYSTEM, tools=[READ_FILE])
+        message = session.add_assistant(call_model(request))
+        if not message.tool_calls:
+            return message
+        for call in message.tool_calls:
+            session.add_tool_result(call.call_id, FILE_TEXT, name=call.name)
+    raise AssertionError("the model never stopped calling tools")
+
 
 def test_an_openai_client_loop_with_the_engine(engine: ContextEngine, server: LocalServer) -> None:
     server.add(
@@ -190,14 +215,10 @@ def test_an_openai_client_loop_with_the_engine(engine: ContextEngine, server: Lo
     client = openai.OpenAI(api_key="sk-test", base_url=f"{server.url}/v1", max_retries=0)
     session = new_session(engine)
 
-    for _ in range(4):
-        request = session.prepare(system=SYSTEM, tools=[READ_FILE])
-        completion = client.chat.completions.create(**request.to_openai(model="gpt-4.1-mini"))
-        message = session.add_assistant(completion)
-        if not message.tool_calls:
-            break
-        for call in message.tool_calls:
-            session.add_tool_result(call.call_id, "def parse(text): ...", name=call.name)
+    message = agent_loop(
+        session,
+        lambda request: client.chat.completions.create(**request.to_openai(model="gpt-4.1-mini")),
+    )
 
     assert message.text == "Fixed: empty input returns []."
     first, second = server.bodies
@@ -209,7 +230,7 @@ def test_an_openai_client_loop_with_the_engine(engine: ContextEngine, server: Lo
     assert second["messages"][-1] == {
         "role": "tool",
         "tool_call_id": "call_1",
-        "content": "def parse(text): ...",
+        "content": FILE_TEXT,
     }
     assert session.usage().calls == 2 and session.usage().input_tokens == 4_321 + 900
 
@@ -228,19 +249,16 @@ def test_an_anthropic_client_loop_with_the_engine(
     )
     session = new_session(claude_engine)
 
-    for _ in range(4):
-        request = session.prepare(system=SYSTEM, tools=[READ_FILE])
-        reply = client.messages.create(**request.to_anthropic(model="claude-opus-4-5"))
-        message = session.add_assistant(reply)
-        if not message.tool_calls:
-            break
-        for call in message.tool_calls:
-            session.add_tool_result(call.call_id, "def parse(text): ...", name=call.name)
+    message = agent_loop(
+        session,
+        lambda request: client.messages.create(**request.to_anthropic(model="claude-opus-4-5")),
+    )
 
     assert message.text == "Fixed."
     first, second = server.bodies
     assert first["model"] == "claude-opus-4-5"
-    assert first["max_tokens"] == request.max_tokens > 21_333  # the SDK's non-streaming limit
+    reply_budget = first["max_tokens"]
+    assert reply_budget == claude_engine.reserved_output > 21_333  # the SDK's non-streaming limit
     assert SYSTEM in json.dumps(first["system"])
     assert first["messages"][0]["role"] == "user"
     assistant, result = second["messages"][-2:]
@@ -257,42 +275,24 @@ def test_an_anthropic_client_loop_with_the_engine(
 def test_a_streamed_anthropic_reply_is_added_whole(
     claude_engine: ContextEngine, server: LocalServer
 ) -> None:
-    server.add(
-        anthropic_sse(
-            [
-                anthropic_stream_start(anthropic_usage(2_000, 1)),
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {"type": "text", "text": ""},
-                },
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "text_delta", "text": "Fixed the "},
-                },
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "text_delta", "text": "parser."},
-                },
-                {"type": "content_block_stop", "index": 0},
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                    "usage": {"output_tokens": 6},
-                },
-                {"type": "message_stop"},
-            ]
-        )
-    )
+    """The SDK's stream helper assembles the reply; the session takes it as the adapter's own
+    stream assembly would have made it."""
+    server.add(anthropic_sse(stream_events()))
     client = anthropic.Anthropic(api_key="sk-ant-test", base_url=server.url, max_retries=0)
     session = new_session(claude_engine)
-    request = session.prepare(system=SYSTEM)
+    request = session.prepare(system=SYSTEM, tools=[READ_FILE])
 
     with client.messages.stream(**request.to_anthropic(model="claude-opus-4-5")) as stream:
         message = session.add_assistant(stream.get_final_message())
 
-    assert message.text == "Fixed the parser."
-    assert message.meta.usage == Usage(2_000, 6)
     assert server.bodies[0]["stream"] is True
+    thinking, text, call = message.parts
+    assert thinking == ThinkingPart("Need the file.", signature="ErUBCkYIARgC")
+    assert text == TextPart("Reading it.")
+    assert isinstance(call, ToolCallPart)
+    assert (call.call_id, call.name, call.args()) == (
+        "toolu_01T",
+        "read_file",
+        {"path": "src/a.py"},
+    )
+    assert message.meta.usage == Usage(4_472, 89, cache_read_tokens=4_000)
