@@ -4,8 +4,6 @@ agent and each preset compacted and what each kept."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,9 +12,7 @@ from contextfold.formats import Transcript, load_transcript
 from contextfold.replay import TranscriptReplay, render_report, replay_transcript, write_report
 from contextfold.replay.probes import PROBE_KINDS, Retention
 from tests.conftest import shared_path
-
-CHROMIUM_SECONDS = 120
-"""Longest a headless Chromium run may take before the test fails (a hung browser)."""
+from tests.replay.browser import chromium, run_chromium
 
 
 @pytest.fixture(scope="module")
@@ -109,38 +105,8 @@ def test_claude_code_compactions_and_each_presets_are_shown_with_retention(
         )
 
 
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    pytest.skip("Chromium is not installed (Debian: apt-get install chromium)")
-
-
-def _run_chromium(browser: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--hide-scrollbars",
-            f"--user-data-dir={profile}",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=CHROMIUM_SECONDS,
-        check=False,
-    )
-
-
 def test_the_report_renders_in_headless_chromium(tmp_path: Path) -> None:
-    browser = _chromium()
+    browser = chromium()
     transcript = load_transcript(
         shared_path(
             "trajectories",
@@ -150,7 +116,7 @@ def test_the_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     )
     report = write_report([replay_transcript(transcript, window=32_000)], tmp_path / "r.html")
     url = report.resolve().as_uri()
-    dom = _run_chromium(browser, tmp_path / "profile", "--dump-dom", url)
+    dom = run_chromium(browser, tmp_path / "profile", "--dump-dom", url)
     assert dom.returncode == 0, dom.stderr[-2000:]
     html = dom.stdout
     assert '<svg class="chart" data-chart="context-size"' in html
@@ -158,7 +124,7 @@ def test_the_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     for table in ("presets", "budget", "retention"):
         assert f'data-table="{table}"' in html
     screenshot = tmp_path / "report.png"
-    shot = _run_chromium(
+    shot = run_chromium(
         browser, tmp_path / "profile", f"--screenshot={screenshot}", "--window-size=1280,1600", url
     )
     assert shot.returncode == 0, shot.stderr[-2000:]

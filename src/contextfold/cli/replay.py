@@ -24,6 +24,7 @@ from contextfold.replay import (
 )
 from contextfold.replay.cache import ANTHROPIC_PRICE_MODEL, OPENAI_PRICE_MODEL
 from contextfold.replay.records import preset_totals
+from contextfold.replay.report import Failure
 
 __all__ = ["replay"]
 
@@ -117,7 +118,7 @@ def replay(
     if report is not None:
         _check_report_path(report)  # before the work, so that none of it is lost
     replays: list[TranscriptReplay] = []
-    errors: list[tuple[str | None, str]] = []
+    errors: list[Failure] = []
     for item in read_transcripts(paths, "replaying"):
         if isinstance(item, FormatError):
             errors.append((item.path, str(item)))
@@ -134,8 +135,8 @@ def replay(
             errors.append((transcript.path, f"{label}: {exc}"))
             _render.print_error(f"{label}: {exc}")
     written, report_error = None, None
-    if report is not None and replays:
-        written, report_error = _write_report(replays, report)
+    if report is not None:
+        written, report_error = _write_report(replays, errors, report)
     if as_json:
         report_errors = [(str(report), report_error)] if report_error else []
         _render.print_json(_json(replays, [*errors, *report_errors], written))
@@ -179,19 +180,20 @@ def _check_report_path(report: Path) -> None:
 
 
 def _write_report(
-    replays: Sequence[TranscriptReplay], report: Path
+    replays: Sequence[TranscriptReplay], errors: Sequence[Failure], report: Path
 ) -> tuple[Path | None, str | None]:
     """(the report written, or the error that stopped it): the path was checked before the work,
-    but a disk can still fill up, and the results are shown all the same."""
+    but a disk can still fill up, and the results are shown all the same. The files that could
+    not be replayed are listed in it."""
     try:
-        return write_report(replays, report), None
+        return write_report(replays, report, failed=errors), None
     except OSError as exc:
         return None, f"the report could not be written to {report}: {exc.strerror or exc}"
 
 
 def _json(
     replays: Sequence[TranscriptReplay],
-    errors: Sequence[tuple[str | None, str]],
+    errors: Sequence[Failure],
     report: Path | None,
 ) -> dict[str, Any]:
     return {

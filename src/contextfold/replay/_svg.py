@@ -21,6 +21,7 @@ __all__ = [
     "BudgetRow",
     "budget_bars",
     "context_chart",
+    "identical_series",
     "marker_legend",
     "preset_colour",
 ]
@@ -50,6 +51,12 @@ EDIT_LABELS: Mapping[str, str] = {
 WIDTH, HEIGHT = 960, 340
 """Size of the context chart's drawing area in SVG units (it scales to the page width)."""
 _LEFT, _RIGHT, _TOP, _BOTTOM = 64, 16, 28, 36
+MARKER_STACK = 13
+"""SVG units between the markers of several edits before one request: each is drawn above the
+previous one, so that none hides another (a summary under a drop)."""
+IDENTICAL_OFFSET = 4
+"""SVG units a preset's curve is drawn below an earlier one that made exactly the same requests
+(the report says so beside the chart), so that both colours show."""
 
 _Scale: TypeAlias = Callable[[float], float]
 """Maps a data value to an SVG coordinate."""
@@ -163,10 +170,48 @@ def context_chart(
         out.append(_recorded_line(recorded, sx, sy))
     for compaction in original:
         out.append(_original_line(compaction, agent, sx(compaction.turn)))
-    for i, run in enumerate(runs):
-        out.append(_series(run, preset_colour(run.preset, i), sx, sy))
+    offsets = _offsets(runs)
+    colours = [preset_colour(run.preset, i) for i, run in enumerate(runs)]
+    # Every line first, then every marker: no line is drawn over another preset's marker.
+    for run, colour, offset in zip(runs, colours, offsets, strict=True):
+        out.append(_series(run, colour, sx, _shifted(sy, offset), offset))
+    for run, colour, offset in zip(runs, colours, offsets, strict=True):
+        out.append(_markers(run, colour, sx, _shifted(sy, offset)))
     out.append("</svg>")
     return "".join(out)
+
+
+def identical_series(runs: Sequence[ReplayRun]) -> dict[str, str]:
+    """Each preset whose every request had the same size as an earlier preset's, mapped to
+    that earlier preset (their curves would be drawn on top of each other)."""
+    same: dict[str, str] = {}
+    for i, run in enumerate(runs):
+        sizes = [t.tokens for t in run.turns]
+        for earlier in runs[:i]:
+            if earlier.preset not in same and sizes == [t.tokens for t in earlier.turns]:
+                same[run.preset] = earlier.preset
+                break
+    return same
+
+
+def _offsets(runs: Sequence[ReplayRun]) -> list[float]:
+    """How far down each preset's curve is drawn: :data:`IDENTICAL_OFFSET` more for each earlier
+    preset it repeats exactly."""
+    same = identical_series(runs)
+    repeats: dict[str, int] = {}
+    offsets = []
+    for run in runs:
+        first = same.get(run.preset)
+        if first is None:
+            offsets.append(0.0)
+            continue
+        repeats[first] = repeats.get(first, 0) + 1
+        offsets.append(float(IDENTICAL_OFFSET * repeats[first]))
+    return offsets
+
+
+def _shifted(sy: _Scale, offset: float) -> _Scale:
+    return (lambda tokens: sy(tokens) + offset) if offset else sy
 
 
 def _axes(turns: int, y_max: float, step: float, sx: _Scale, sy: _Scale) -> str:
@@ -218,24 +263,31 @@ def _original_line(compaction: OriginalCompaction, agent: str, x: float) -> str:
     )
 
 
-def _series(run: ReplayRun, colour: str, sx: _Scale, sy: _Scale) -> str:
+def _series(run: ReplayRun, colour: str, sx: _Scale, sy: _Scale, offset: float) -> str:
     points = " ".join(f"{sx(t.turn):.1f},{sy(t.tokens):.1f}" for t in run.turns)
-    parts = [
-        f'<g data-series="{escape(run.preset)}"><polyline points="{points}" fill="none" '
-        f'stroke="{colour}" stroke-width="2" stroke-linejoin="round"/>'
-    ]
+    return (
+        f'<g data-series="{escape(run.preset)}" data-offset="{offset:g}">'
+        f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2" '
+        'stroke-linejoin="round"/></g>'
+    )
+
+
+def _markers(run: ReplayRun, colour: str, sx: _Scale, sy: _Scale) -> str:
+    """A marker for each edit before each request; several before one request are stacked."""
+    parts = [f'<g data-markers="{escape(run.preset)}">']
     for turn in run.turns:
-        for edit in turn.edits:
+        for stacked, edit in enumerate(turn.edits):
             title = (
                 f"{run.preset}: {EDIT_LABELS[edit.kind]} before request {turn.turn} — "
                 f"{edit.count:,} item(s), {edit.freed_tokens:,} tokens freed; "
                 f"request {turn.tokens:,} tokens"
             )
+            x, y = sx(turn.turn), sy(turn.tokens) - stacked * MARKER_STACK
             parts.append(
                 f'<g class="marker" data-edit="{edit.kind}" data-preset="{escape(run.preset)}" '
                 f'data-turn="{turn.turn}" data-freed="{edit.freed_tokens}">'
                 f"<title>{escape(title)}</title>"
-                f"{_marker(edit.kind, sx(turn.turn), sy(turn.tokens), colour)}</g>"
+                f"{_marker(edit.kind, x, y, colour)}</g>"
             )
     parts.append("</g>")
     return "".join(parts)

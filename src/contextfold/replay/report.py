@@ -19,12 +19,16 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
+from contextfold.replay._report_cells import bad, preset_chip, table_box
+from contextfold.replay._report_run import Failure, failed_section, overview_section
+from contextfold.replay._report_style import REPORT_CSS
 from contextfold.replay._svg import (
     BUDGET_PARTS,
     EDIT_LABELS,
     BudgetRow,
     budget_bars,
     context_chart,
+    identical_series,
     marker_legend,
     preset_colour,
 )
@@ -32,7 +36,7 @@ from contextfold.replay.cache import ANTHROPIC_PRICE_MODEL, OPENAI_PRICE_MODEL
 from contextfold.replay.probes import PROBE_KINDS, Retention
 from contextfold.replay.records import ReplayRun, TranscriptReplay, agent_name
 
-__all__ = ["agent_name", "render_report", "short_labels", "write_report"]
+__all__ = ["Failure", "agent_name", "render_report", "short_labels", "write_report"]
 
 _KIND_LABELS = {
     "files_modified": "files modified",
@@ -42,26 +46,39 @@ _KIND_LABELS = {
 }
 
 
-def write_report(replays: Sequence[TranscriptReplay], path: str | Path, **options: str) -> Path:
+def write_report(
+    replays: Sequence[TranscriptReplay],
+    path: str | Path,
+    *,
+    title: str = "contextfold replay",
+    note: str = "",
+    failed: Sequence[Failure] = (),
+) -> Path:
     """Write :func:`render_report` to ``path`` (UTF-8) and return the path."""
     out = Path(path)
-    out.write_text(render_report(replays, **options), encoding="utf-8")
+    out.write_text(render_report(replays, title=title, note=note, failed=failed), encoding="utf-8")
     return out
 
 
 def render_report(
-    replays: Sequence[TranscriptReplay], *, title: str = "contextfold replay", note: str = ""
+    replays: Sequence[TranscriptReplay],
+    *,
+    title: str = "contextfold replay",
+    note: str = "",
+    failed: Sequence[Failure] = (),
 ) -> str:
-    """The whole report as one HTML document."""
+    """The whole report as one HTML document; ``failed`` lists the files that could not be
+    replayed, (path, what happened) each."""
     presets = list(dict.fromkeys(p for r in replays for p in r.runs))
     body = [
         f'<header><h1>{escape(title)}</h1><p class="meta">{len(replays)} transcript(s) · '
         f"presets {escape(', '.join(presets))} · generated {time.strftime('%Y-%m-%d %H:%M')}"
-        f"</p>{f'<p class=meta>{escape(note)}</p>' if note else ''}</header>"
+        f"</p>{f'<p class=meta>{escape(note)}</p>' if note else ''}</header>",
+        failed_section(failed),
     ]
     names = short_labels([r.label for r in replays])
     if len(replays) > 1:
-        body.append(_overview(replays, names))
+        body.append(overview_section(replays, names))
     body += [
         _transcript_section(i, r, name)
         for i, (r, name) in enumerate(zip(replays, names, strict=True), 1)
@@ -70,7 +87,7 @@ def render_report(
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body><main>"
+        f"<title>{escape(title)}</title><style>{REPORT_CSS}</style></head><body><main>"
         + "".join(body)
         + "</main></body></html>"
     )
@@ -79,28 +96,6 @@ def render_report(
 # --------------------------------------------------------------------------------------------------
 # Sections
 # --------------------------------------------------------------------------------------------------
-
-
-def _overview(replays: Sequence[TranscriptReplay], names: Sequence[str]) -> str:
-    rows = []
-    for i, (replay, name) in enumerate(zip(replays, names, strict=True), 1):
-        for run in replay.runs.values():
-            rows.append(
-                f'<tr data-transcript-row="{i}" data-preset="{escape(run.preset)}">'
-                f'<td><a href="#t{i}">{escape(name)}</a></td>'
-                f"<td>{_preset_chip(run.preset, replay)}</td>"
-                f'<td class="num">{run.peak_tokens:,}</td>'
-                f'<td class="num {_bad(run.over_window)}">{run.over_window}</td>'
-                f'<td class="num">{run.compactions} / {run.mask_batches}</td>'
-                f'<td class="num">{run.prefix_reuse:.1%}</td>'
-                f'<td class="num">{_rate(run.retention)}</td></tr>'
-            )
-    return (
-        '<section class="card" id="overview"><h2>Overview</h2><table data-table="overview">'
-        "<thead><tr><th>transcript</th><th>preset</th><th>peak</th><th>over window</th>"
-        "<th>compactions / masks</th><th>prefix reuse</th><th>facts kept</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table></section>"
-    )
 
 
 def _transcript_section(number: int, replay: TranscriptReplay, name: str) -> str:
@@ -128,6 +123,7 @@ def _transcript_section(number: int, replay: TranscriptReplay, name: str) -> str
     window_note = replay.window_note()
     if window_note:
         notes.append(window_note)
+    notes += _identical_notes(runs)
     if replay.unrecorded_prompt_tokens:
         notes.append(
             f"The recorded prompts hold about {replay.unrecorded_prompt_tokens:,} tokens this "
@@ -144,12 +140,25 @@ def _transcript_section(number: int, replay: TranscriptReplay, name: str) -> str
         + "".join(f'<p class="note">{escape(n)}</p>' for n in notes)
         + f"<figure>{chart}<figcaption>{_legend(runs, recorded, agent, replay)}"
         f"{marker_legend()}</figcaption></figure>"
-        + f"<h3>Per preset</h3>{_preset_table(replay, agent)}"
+        + f"<h3>Per preset</h3>{table_box(_preset_table(replay, agent))}"
         + f"<h3>Budget at the peak request</h3>{_budget(runs)}"
         + f"<h3>Retention of the session's facts</h3>{_retention_table(replay, agent)}"
         + _summaries(replay, agent)
         + "</section>"
     )
+
+
+def _identical_notes(runs: Sequence[ReplayRun]) -> list[str]:
+    """A line for each preset whose requests others repeated exactly (their curves coincide)."""
+    repeated: dict[str, list[str]] = {}
+    for preset, first in identical_series(runs).items():
+        repeated.setdefault(first, []).append(preset)
+    return [
+        f"{' and '.join(same)} made exactly the same requests as {first}: "
+        f"{'their curves are' if len(same) > 1 else 'its curve is'} drawn a few pixels lower "
+        "so that each shows."
+        for first, same in repeated.items()
+    ]
 
 
 def _legend(
@@ -172,16 +181,16 @@ def _legend(
 
 def _preset_table(replay: TranscriptReplay, agent: str) -> str:
     rows = []
-    for run in replay.runs.values():
+    for index, run in enumerate(replay.runs.values()):
         edits = ", ".join(
             f"{n} {EDIT_LABELS[k].split(' (')[0]}" for k, n in run.edit_counts().items()
         )
         rows.append(
             f'<tr data-preset="{escape(run.preset)}" data-over-window="{run.over_window}" '
             f'data-prefix-reuse="{run.prefix_reuse:.4f}">'
-            f"<td>{_preset_chip(run.preset, replay)}</td>"
+            f"<td>{preset_chip(run.preset, index)}</td>"
             f'<td class="num">{run.peak_tokens:,}</td>'
-            f'<td class="num {_bad(run.over_window)}">{run.over_window}</td>'
+            f'<td class="num {bad(run.over_window)}">{run.over_window}</td>'
             f'<td class="num" title="{escape(edits)}">{run.compactions} / {run.mask_batches}</td>'
             f'<td class="num">{run.tokens_sent:,}</td>'
             f'<td class="num">{run.summary_input_tokens:,}</td>'
@@ -203,12 +212,15 @@ def _preset_table(replay: TranscriptReplay, agent: str) -> str:
             '<td class="num">—</td><td class="num">—</td></tr>'
         )
     return (
-        '<table data-table="presets"><thead><tr><th>preset</th><th>peak</th>'
-        "<th>over window</th><th>compactions / masks</th><th>tokens sent</th>"
-        '<th title="tokens the summaries read: a model-written summary is a call reading them">'
-        "summarizer input</th>"
-        f"<th>prefix reuse</th><th>cost ({escape(ANTHROPIC_PRICE_MODEL)})</th>"
-        f"<th>cost ({escape(OPENAI_PRICE_MODEL)})</th></tr></thead>"
+        '<table data-table="presets"><thead><tr><th>preset</th><th class="num">peak</th>'
+        '<th class="num">over window</th><th class="num">compactions / masks</th>'
+        '<th class="num">tokens sent</th><th class="num" title="tokens the summaries read: '
+        'a model-written summary is a call reading them">summarizer input</th>'
+        '<th class="num">prefix reuse</th>'
+        f'<th class="num" title="input cost at {escape(ANTHROPIC_PRICE_MODEL)} cache prices">'
+        "cost, Anthropic</th>"
+        f'<th class="num" title="input cost at {escape(OPENAI_PRICE_MODEL)} cache prices">'
+        "cost, OpenAI</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
 
@@ -238,17 +250,21 @@ def _budget(runs: Sequence[ReplayRun]) -> str:
     )
     return (
         f'<div class="grid"><div>{budget_bars(rows)}<div class="keys">{keys}</div></div>'
-        '<table data-table="budget"><thead><tr><th>preset</th><th>request</th><th>system</th>'
-        "<th>tools</th><th>conversation</th><th>reply reserve</th></tr></thead>"
-        f"<tbody>{cells}</tbody></table></div>"
+        + table_box(
+            '<table data-table="budget"><thead><tr><th>preset</th><th class="num">request</th>'
+            '<th class="num">system</th><th class="num">tools</th>'
+            '<th class="num">conversation</th><th class="num">reply reserve</th></tr></thead>'
+            f"<tbody>{cells}</tbody></table>"
+        )
+        + "</div>"
     )
 
 
 def _retention_table(replay: TranscriptReplay, agent: str) -> str:
-    header = "".join(f"<th>{_KIND_LABELS[k]}</th>" for k in PROBE_KINDS)
+    header = "".join(f'<th class="num">{_KIND_LABELS[k]}</th>' for k in PROBE_KINDS)
     rows = [
-        _retention_row(_preset_chip(run.preset, replay), run.preset, run.retention)
-        for run in replay.runs.values()
+        _retention_row(preset_chip(run.preset, index), run.preset, run.retention)
+        for index, run in enumerate(replay.runs.values())
     ]
     if replay.original.retention is not None:
         label = f"{escape(agent)} (after its compaction)"
@@ -266,10 +282,12 @@ def _retention_table(replay: TranscriptReplay, agent: str) -> str:
             f"<ul>{''.join(f'<li>{escape(t)}</li>' for t in facts)}</ul></details>"
         )
     return (
-        '<table data-table="retention"><thead><tr><th>view</th>'
-        f"{header}<th>kept</th><th>via read_result</th><th>lost</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
-        '<p class="meta">kept = verbatim in the view or in its summary (out of all facts of the '
+        table_box(
+            '<table data-table="retention"><thead><tr><th>view</th>'
+            f'{header}<th class="num">kept</th><th class="num">via read_result</th>'
+            f'<th class="num">lost</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        )
+        + '<p class="meta">kept = verbatim in the view or in its summary (out of all facts of the '
         "whole session); via read_result = only in a stored output a ref in the view points to."
         f"</p>{lost}"
     )
@@ -301,7 +319,7 @@ def _retention_row(label: str, key: str, retention: Retention | None) -> str:
         f'<td class="num strong">{retention.kept()}/{retention.total()}'
         f"{'' if rate is None else f' ({rate:.0%})'}</td>"
         f'<td class="num">{retention.count("recoverable")}</td>'
-        f'<td class="num {_bad(retention.count("lost"))}">{retention.count("lost")}</td></tr>'
+        f'<td class="num {bad(retention.count("lost"))}">{retention.count("lost")}</td></tr>'
     )
 
 
@@ -377,23 +395,6 @@ def _footer() -> str:
 # --------------------------------------------------------------------------------------------------
 
 
-def _preset_chip(preset: str, replay: TranscriptReplay) -> str:
-    index = list(replay.runs).index(preset) if preset in replay.runs else 0
-    return (
-        f'<span class="chip"><i style="background:{preset_colour(preset, index)}"></i>'
-        f"{escape(preset)}</span>"
-    )
-
-
-def _bad(count: int) -> str:
-    return "bad" if count else ""
-
-
-def _rate(retention: Retention | None) -> str:
-    rate = retention.rate() if retention is not None else None
-    return "—" if rate is None else f"{rate:.0%}"
-
-
 def short_labels(labels: Sequence[str]) -> list[str]:
     """Each label (a path) cut to its file name, with as many of its folders as it takes to tell
     it from the others."""
@@ -405,53 +406,3 @@ def short_labels(labels: Sequence[str]) -> list[str]:
         if not clashes or depth >= max((len(p) for p in parts), default=1):
             return cut
         depth += 1
-
-
-_CSS = """
-:root{--ink:#111827;--muted:#6b7280;--line:#e5e7eb;--bg:#f8fafc;--card:#fff;--bad:#b91c1c}
-*{box-sizing:border-box}
-body{margin:0;background:var(--bg);color:var(--ink);
-font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
-main{max-width:1180px;margin:0 auto;padding:24px}
-header h1{margin:0 0 4px;font-size:24px}
-h2{font-size:18px;margin:0 0 4px;word-break:break-all}
-h3{font-size:15px;margin:20px 0 8px}
-h4{font-size:13px;margin:0 0 6px}
-.card{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:18px 20px;
-margin:18px 0;box-shadow:0 1px 2px rgba(0,0,0,.04)}
-.meta{color:var(--muted);margin:2px 0}
-.note{margin:6px 0;padding:6px 10px;background:#fefce8;border-left:3px solid #eab308;
-border-radius:4px}
-figure{margin:14px 0 4px}
-svg.chart{width:100%;height:auto;font-size:11px;fill:var(--muted)}
-svg.chart .grid{stroke:var(--line)}
-svg.chart .axis-title{font-size:12px;fill:var(--ink)}
-svg.legend{height:22px;width:auto;max-width:100%;font-size:12px;fill:var(--ink)}
-svg.budget{width:100%;height:auto;font-size:13px}
-svg .strong{font-weight:600}
-figcaption{display:flex;flex-wrap:wrap;gap:8px 20px;align-items:center;margin-top:6px}
-.keys{display:flex;flex-wrap:wrap;gap:4px 14px;margin:4px 0 8px;color:var(--ink)}
-.key,.chip{display:inline-flex;align-items:center;gap:6px;white-space:nowrap}
-.key i,.chip i{display:inline-block;width:14px;height:4px;border-radius:2px}
-.chip i{width:10px;height:10px;border-radius:50%}
-.key i.dash{height:0;border-top:2px dashed;border-radius:0}
-.dash.red{color:#dc2626}.dash.grey{color:#6b7280;border-top-style:dotted}.dash.dark{color:#111827}
-.grid{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:24px;align-items:start}
-@media (max-width:900px){.grid{grid-template-columns:1fr}}
-table{border-collapse:collapse;width:100%;font-size:13px}
-th{font-weight:600;text-align:left;color:var(--muted);border-bottom:1px solid var(--line);
-padding:6px 8px;white-space:nowrap}
-td{border-bottom:1px solid var(--line);padding:6px 8px}
-td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-td.bad{color:var(--bad);font-weight:600}
-td.strong{font-weight:600}
-tr.original td{color:#374151;background:#f9fafb}
-details{margin:4px 0;color:var(--muted)}
-details li{color:var(--ink);word-break:break-word}
-.summaries{display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:14px}
-.summary{border:1px solid var(--line);border-radius:8px;padding:10px 12px;background:#fcfcfd}
-.summary pre{margin:0;max-height:360px;overflow:auto;white-space:pre-wrap;word-break:break-word;
-font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
-footer ul{margin:0;padding-left:18px;color:var(--muted)}
-a{color:#1d4ed8;text-decoration:none}
-"""
