@@ -10,6 +10,7 @@ Debian's ``chromium``).
 from __future__ import annotations
 
 import html
+import io
 import json
 import re
 import shutil
@@ -18,6 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+from rich.terminal_theme import MONOKAI
+from rich.text import Text
 
 CHROMIUM_SECONDS = 120
 """Longest a headless Chromium run may take before the test fails (a hung browser)."""
@@ -115,3 +119,25 @@ def screenshot(browser: str, page: Path, width: int, height: int, out: Path, wor
     data = out.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n")
     return out
+
+
+TERMINAL_FONT_PX = 14
+"""Font size of a terminal rendered to a picture; its cells are about 0.6 of it wide."""
+
+
+def terminal_png(ansi: str, columns: int, out: Path, work: Path) -> Path:
+    """A PNG of a terminal's text (with its colour escapes) ``columns`` cells wide, drawn by
+    Chromium from rich's HTML export of it."""
+    lines = ansi.rstrip("\n").split("\n")
+    console = Console(record=True, width=columns, file=io.StringIO(), color_system="truecolor")
+    console.print(Text.from_ansi("\n".join(lines)), soft_wrap=True)
+    page = work / "terminal.html"
+    page.write_text(
+        console.export_html(theme=MONOKAI, inline_styles=True).replace(
+            "<body", f'<body style="margin:0;padding:16px;font-size:{TERMINAL_FONT_PX}px"'
+        ),
+        encoding="utf-8",
+    )
+    width = round(columns * TERMINAL_FONT_PX * 0.62) + 40
+    height = round(len(lines) * TERMINAL_FONT_PX * 1.2) + 48
+    return screenshot(chromium(), page, width, height, out, work)
