@@ -1,11 +1,12 @@
-"""The terminal table of ``contextfold replay``: a row per preset, fitting a 100-column terminal.
+"""The terminal table of ``contextfold replay``: a row naming each transcript (and its request
+count), then a row per preset, fitting a 100-column terminal.
 
 By default the table shows the figures a comparison of presets is read by (the largest request,
 requests over the window, compactions, tokens sent, prefix reuse, facts kept); ``--wide`` adds
-the request count, the summarizer's reading and both costs. Numbers are never cut: only the
-transcript column wraps when the terminal is narrow. Under the table: the model and window of
-each replay, what the reader must know before comparing with the original agent, and a run's
-totals per preset when it replayed several transcripts.
+the request count, the summarizer's reading and both costs. Numbers are never cut: on a narrow
+terminal only the transcripts' names wrap. A run of several transcripts ends with every preset's
+totals; under the table come the model and window of each replay and what the reader must know
+before comparing with the original agent.
 """
 
 from __future__ import annotations
