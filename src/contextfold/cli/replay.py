@@ -39,8 +39,8 @@ def replay(
             metavar="MODEL",
             help="Replay for this model (tokenizer, window, reply reserve). "
             "Default: the transcript's, else gpt-4o. A model the registry does not know needs "
-            "--window (its tokens are then estimated). Long-context variants are named "
-            "<model>[1m], e.g. claude-opus-4-6[1m].",
+            "--window (its tokens are then estimated). A long-context variant ends in [1m], "
+            "e.g. claude-opus-4-6[1m].",
         ),
     ] = None,
     window: Annotated[
@@ -57,6 +57,7 @@ def replay(
         bool,
         typer.Option(
             "--wide",
+            metavar="",
             help="Show every column (requests, summary reads, both costs); the default table "
             "fits 100 columns.",
         ),
