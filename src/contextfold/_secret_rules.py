@@ -58,6 +58,11 @@ class TokenRule:
     character, rare in ordinary text (``\\.`` for a dot), and ``rest`` usually a look-behind;
     together they match wherever ``pattern`` could. ``group`` is the part replaced; ``check``
     refuses a match that has the shape but not the substance (a token without a digit).
+
+    A pattern starts with a literal, so that a scan skips ahead in C. When a token's first
+    characters are common (``[rs]k_live_``, 32 hex digits before ``-us21``), the pattern starts
+    at the rarer literal inside it and captures what comes before in a look-behind group named
+    ``lead``, where the token (and the replaced span, for ``group`` 0) then begins.
     """
 
     kind: str
@@ -65,17 +70,20 @@ class TokenRule:
     pattern: re.Pattern[str]
     group: int | str = 0
     bounded: bool = True
-    """The match must start a token (see :func:`_starts_token`)."""
+    """The token must start after no word character (see :func:`_starts_token`)."""
     check: Callable[[re.Match[str]], bool] | None = None
 
     def spans(self, text: str) -> Iterator[Span]:
         """Where this rule's secrets lie in ``text``."""
+        leads = "lead" in self.pattern.groupindex
         for match in self.pattern.finditer(text):
-            if self.bounded and not _starts_token(text, match.start()):
+            begins = match.start("lead") if leads else match.start()
+            if self.bounded and not _starts_token(text, begins):
                 continue
             if self.check is not None and not self.check(match):
                 continue
             start, end = match.span(self.group)
+            start = begins if self.group == 0 else start
             if start < end and not is_marker(text[start:end]):
                 yield start, end, self.kind
 
@@ -127,7 +135,10 @@ _PEM = (
     rf"(?:-----END {_PEM_LABEL}-----)?"
 )
 _PEM_END = re.compile(rf"-----END {_PEM_LABEL}-----")
-_B64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
+_REVERSED_BODY = re.compile(r"(?:[nrt]\\+|[A-Za-z0-9+/= \t\r\n])*")
+_B64_RUN = re.compile(r"[A-Za-z0-9+/=]+")
+PEM_BODY_MAX = 64 * 1024
+"""How far back from an END line a key body is looked for (an 8192-bit RSA key is ~6.4 kB)."""
 PEM_BODY_MIN = 40
 """Base64 characters before an END line that make a key body whose BEGIN line was cut off."""
 
@@ -135,22 +146,12 @@ PEM_BODY_MIN = 40
 def pem_tails(text: str) -> Iterator[Span]:
     """Key bodies whose BEGIN line is gone: the base64 lines right before an END line."""
     for match in _PEM_END.finditer(text):
-        start, body_chars = match.start(), 0
-        while start > 0:
-            char = text[start - 1]
-            if char in "nrt" and text[start - 2 : start - 1] == "\\":
-                start -= 1  # a JSON-escaped line break (escaped again, maybe), taken whole
-                while start > 0 and text[start - 1] == "\\":
-                    start -= 1
-            elif char in _B64_CHARS:
-                body_chars += 1
-                start -= 1
-            elif char in " \t\r\n":
-                start -= 1
-            else:
-                break
-        if body_chars >= PEM_BODY_MIN:
-            yield start, match.end(), "private-key"
+        # Read backwards (a reversed slice matched forwards) over base64, blanks and line
+        # breaks, escaped ones included whole.
+        before = text[max(0, match.start() - PEM_BODY_MAX) : match.start()][::-1]
+        body = _REVERSED_BODY.match(before)
+        if body is not None and sum(map(len, _B64_RUN.findall(body.group()))) >= PEM_BODY_MIN:
+            yield match.start() - body.end(), match.end(), "private-key"
 
 
 _B64URL = r"[A-Za-z0-9_\-]"
@@ -178,7 +179,7 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
     _rule(
         "stripe-key",
         ("_(?<=sk_live_)", "_(?<=rk_live_)", "_(?<=sk_test_)", "_(?<=rk_test_)"),
-        r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}",
+        r"k_(?<=(?P<lead>[rs])k_)(?:live|test)_[A-Za-z0-9]{16,}",
     ),
     _rule("stripe-key", "_(?<=whsec_)", r"whsec_[A-Za-z0-9+/=]{24,}"),
     _rule(
@@ -209,9 +210,12 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
         r"SK[0-9a-fA-F]{32}(?![A-Za-z0-9])",
     ),
     _rule(
+        "azure-key", "=(?<=AccountKey=)", r"AccountKey=(?P<key>[A-Za-z0-9+/=]{20,})", group="key"
+    ),
+    _rule(
         "azure-key",
-        ("=(?<=AccountKey=)", "=(?<=SharedAccessKey=)"),
-        r"(?:AccountKey|SharedAccessKey)=(?P<key>[A-Za-z0-9+/=]{20,})",
+        "=(?<=SharedAccessKey=)",
+        r"SharedAccessKey=(?P<key>[A-Za-z0-9+/=]{20,})",
         group="key",
     ),
     _rule("azure-sas-signature", "=(?<=sig=)", r"sig=(?P<sig>[A-Za-z0-9%+/=]{16,})", group="sig"),
@@ -249,8 +253,14 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
     _rule("square-token", ("-(?<=sq0atp-)", "-(?<=sq0csp-)"), rf"sq0(?:atp|csp)-{_B64URL}{{22,}}"),
     _rule("sentry-token", "_(?<=sntrys_)", r"sntrys_[A-Za-z0-9+/=_]{50,}"),
     _rule("postman-key", "-(?<=PMAK-)", r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}"),
-    _rule("mailchimp-key", "-us", r"[0-9a-f]{32}-us\d{1,2}(?![0-9])"),
-    _rule("telegram-bot-token", ":AA", rf"\d{{8,10}}:AA{_B64URL}{{33}}"),
+    _rule("mailchimp-key", "-us", r"-(?<=(?P<lead>[0-9a-f]{32})-)us\d{1,2}(?![0-9])"),
+    _rule(
+        "telegram-bot-token",
+        ":AA",
+        rf":(?<=\d:)(?P<token>AA{_B64URL}{{33}})",
+        group="token",
+        bounded=False,
+    ),
     _rule(
         "jwt",
         "J(?<=eyJ)",
