@@ -23,6 +23,7 @@ ORDER: tuple[tuple[str, str], ...] = (
     ("live_tokens", "python -m benchmarks.live_tokens"),
     ("outputs", "python -m benchmarks.outputs"),
     ("store", "python -m benchmarks.store"),
+    ("redaction", "python -m benchmarks.redaction"),
     ("engine_overhead", "python -m benchmarks.engine_overhead"),
     ("compaction", "python -m benchmarks.compaction"),
 )

@@ -25,6 +25,8 @@ __all__ = ["FORMATS", "Secret", "SecretSample", "every_secret", "leaks", "secret
 
 FRAGMENT_CHARS = 12
 """A distinctive fragment: this many characters of a secret's random body."""
+FRAGMENT_LINES = 5
+"""Lines of a multi-line body (a key) that fragments are taken from, spread over it."""
 
 ALNUM = string.ascii_letters + string.digits
 UPPER_DIGITS = string.ascii_uppercase + string.digits
@@ -44,12 +46,16 @@ class Secret:
     body: str = ""
 
     def fragments(self) -> list[str]:
-        """Distinctive pieces of the body: the start, middle and end of each line at least
-        :data:`FRAGMENT_CHARS` long (the whole body when no line is that long)."""
+        """Distinctive pieces of the body: the start, middle and end of lines at least
+        :data:`FRAGMENT_CHARS` long (of a key's body: its first, last and three lines between);
+        the whole body when no line is that long."""
         body = self.body or self.value
         lines = [line for line in body.split() if len(line) >= FRAGMENT_CHARS]
         if not lines:
             return [body]
+        if len(lines) > FRAGMENT_LINES:
+            step = (len(lines) - 1) / (FRAGMENT_LINES - 1)
+            lines = [lines[round(i * step)] for i in range(FRAGMENT_LINES)]
         out: list[str] = []
         for line in lines:
             middle = (len(line) - FRAGMENT_CHARS) // 2
