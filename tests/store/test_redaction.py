@@ -236,13 +236,20 @@ def test_the_encoding_memory_follows_the_view_and_is_bounded() -> None:
     assert memory._chars == memory._sessions["s3"].chars
 
 
-def test_the_model_name_and_a_blob_tool_name_are_redacted(target: StoreTarget) -> None:
+def test_the_model_name_a_blob_tool_name_and_an_event_type_are_redacted(
+    target: StoreTarget,
+) -> None:
     store = target.open()
     sid = store.create_session(model=f"proxy/gpt-4o?key {SECRETS['google']}").id
     store.put_blob(sid, "output", tool_name=f"fetch {SECRETS['github']}")
+    store.append_event(sid, f"custom {SECRETS['github']}", {})
 
-    stored = [*target.raw("SELECT model FROM sessions"), *target.raw("SELECT tool_name FROM blobs")]
-    assert len(stored) == 2
+    stored = [
+        *target.raw("SELECT model FROM sessions"),
+        *target.raw("SELECT tool_name FROM blobs"),
+        *target.raw("SELECT event_type FROM events"),
+    ]
+    assert len(stored) == 3
     for (value,) in stored:
         assert "[REDACTED:" in value
         assert SECRETS["google"] not in value and SECRETS["github"] not in value

@@ -327,7 +327,7 @@ class SQLStore(AsyncStoreMixin, ABC):
             self._require_session(cur, session_id, lock=False)
             cur.execute(
                 "INSERT INTO events (session_id, event_type, data, created) VALUES (?, ?, ?, ?)",
-                (session_id, event_type, payload, time.time()),
+                (session_id, self._redact_text(event_type), payload, time.time()),
             )
 
     def iter_events(self, session_id: str) -> Iterator[EventRecord]:
