@@ -25,7 +25,7 @@ PEM = (
 )
 
 
-def _mode(path: Path) -> int:
+def file_mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
@@ -60,7 +60,7 @@ def test_the_events_log_is_redacted_and_private(tmp_path: Path, wide_umask: None
     events = [json.loads(line) for line in text.splitlines()]
     assert events[0]["provider_message"] == "Incorrect API key provided: [REDACTED:api-key]"
     assert events[1]["error"] == "model echoed [REDACTED:private-key]"
-    assert _mode(log) == 0o600 and _mode(log.parent) == 0o700
+    assert file_mode(log) == 0o600 and file_mode(log.parent) == 0o700
 
 
 def test_an_events_log_with_nothing_secret_is_written_as_it_was(tmp_path: Path) -> None:
@@ -83,15 +83,15 @@ def test_a_log_an_older_version_left_world_readable_is_narrowed_before_writing(
     log.write_text('{"type":"old"}\n', encoding="utf-8")
     log.chmod(0o644)
     JsonlSink(log).emit(SummarizerFellBack(error="x"))
-    assert _mode(log) == 0o600
+    assert file_mode(log) == 0o600
     assert len(log.read_text(encoding="utf-8").splitlines()) == 2  # appended, not replaced
 
 
 def test_open_private_leaves_devices_alone(tmp_path: Path) -> None:
-    before = _mode(Path(os.devnull))
+    before = file_mode(Path(os.devnull))
     with open_private(os.devnull, append=False) as fh:
         fh.write("x")
-    assert _mode(Path(os.devnull)) == before
+    assert file_mode(Path(os.devnull)) == before
 
 
 # -- blob files ------------------------------------------------------------------------------------
@@ -103,7 +103,7 @@ def test_blob_files_are_redacted_and_private(tmp_path: Path, wide_umask: None) -
     info = store.put_blob("ses_1", content, tool_name="bash")
 
     files = [p for p in (tmp_path / "blobs").rglob("*") if p.is_file()]
-    assert len(files) == 1 and _mode(files[0]) == 0o600 and _mode(files[0].parent) == 0o700
+    assert len(files) == 1 and file_mode(files[0]) == 0o600 and file_mode(files[0].parent) == 0o700
     raw = files[0].read_bytes()
     assert KEY.encode() not in raw and b"b3BlbnNzaC1rZXktdjEAAAAABG5v" not in raw
     assert store.get_blob("ses_1", info.ref) == raw.decode()

@@ -3,9 +3,6 @@ output and the chat's prompt history."""
 
 from __future__ import annotations
 
-import os
-import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,23 +13,10 @@ from contextfold.cli import app
 from contextfold.cli._history import PrivateFileHistory
 from contextfold.cli._repl import HISTORY_FILE, _history
 from tests.cli.conftest import PopulatedStore
+from tests.test_private_files import KEY, file_mode, wide_umask  # noqa: F401 (a fixture)
 
-KEY = "sk-proj-Xq3vT8mN2pL5rW9yZ1aB4cD7eF0gH6jK"
 runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def wide_umask() -> Iterator[None]:
-    """A umask that lets files be created world-readable, as many systems have."""
-    old = os.umask(0o022)
-    try:
-        yield
-    finally:
-        os.umask(old)
-
-
-def _mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
+pytestmark = pytest.mark.usefixtures("wide_umask")
 
 
 def _export(store: PopulatedStore, target: Path) -> None:
@@ -44,7 +28,7 @@ def _export(store: PopulatedStore, target: Path) -> None:
 def test_an_export_file_is_created_private(populated_store: PopulatedStore, tmp_path: Path) -> None:
     target = tmp_path / "session.jsonl"
     _export(populated_store, target)
-    assert _mode(target) == 0o600
+    assert file_mode(target) == 0o600
     assert target.read_text(encoding="utf-8").startswith('{"kind":"session"')
 
 
@@ -55,7 +39,7 @@ def test_an_export_over_a_world_readable_file_narrows_it_first(
     target.write_text("stale export line\n", encoding="utf-8")
     target.chmod(0o644)
     _export(populated_store, target)
-    assert _mode(target) == 0o600 and "stale" not in target.read_text(encoding="utf-8")
+    assert file_mode(target) == 0o600 and "stale" not in target.read_text(encoding="utf-8")
 
 
 def test_the_chat_history_file_is_redacted_and_private(tmp_path: Path) -> None:
@@ -66,7 +50,7 @@ def test_the_chat_history_file_is_redacted_and_private(tmp_path: Path) -> None:
 
     text = path.read_text(encoding="utf-8")
     assert KEY not in text and "+use the key [REDACTED:api-key] for the deploy" in text
-    assert _mode(path) == 0o600 and _mode(path.parent) == 0o700
+    assert file_mode(path) == 0o600 and file_mode(path.parent) == 0o700
     # prompt_toolkit reads it back as before: newest first, multi-line entries whole.
     assert list(PrivateFileHistory(path).load_history_strings()) == [
         "run the tests\nthen commit",
@@ -81,7 +65,7 @@ def test_a_history_an_older_version_wrote_in_clear_is_scrubbed_when_opened(tmp_p
 
     PrivateFileHistory(path)
 
-    assert KEY not in path.read_text(encoding="utf-8") and _mode(path) == 0o600
+    assert KEY not in path.read_text(encoding="utf-8") and file_mode(path) == 0o600
     assert [p.name for p in tmp_path.iterdir()] == ["chat_history"]  # no temporary file left
 
 
