@@ -23,7 +23,19 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["TOKEN_RULES", "WORD_RULES", "Span", "TokenRule", "WordRule", "is_marker"]
+__all__ = [
+    "MARKER_PREFIX",
+    "TOKEN_RULES",
+    "WORD_RULES",
+    "KeyBodyBeforeEnd",
+    "Span",
+    "TokenRule",
+    "WordRule",
+    "is_marker",
+    "is_placeholder",
+    "name_kind",
+    "value_is_secret",
+]
 
 Span = tuple[int, int, str]
 """``(start, end, kind)``: a stretch of text to replace by the marker of ``kind``."""
@@ -143,22 +155,26 @@ PEM_BODY_MIN = 40
 """Base64 characters before an END line that make a key body whose BEGIN line was cut off."""
 
 
-def pem_tails(text: str) -> Iterator[Span]:
-    """Key bodies whose BEGIN line is gone: the base64 lines right before an END line."""
-    for match in _PEM_END.finditer(text):
-        # Read backwards (a reversed slice matched forwards) over base64, blanks and line
-        # breaks, escaped ones included whole.
-        before = text[max(0, match.start() - PEM_BODY_MAX) : match.start()][::-1]
-        body = _REVERSED_BODY.match(before)
-        if body is not None and sum(map(len, _B64_RUN.findall(body.group()))) >= PEM_BODY_MIN:
-            yield match.start() - body.end(), match.end(), "private-key"
+class KeyBodyBeforeEnd(TokenRule):
+    """Key bodies whose BEGIN line is gone (a cut output): the base64 lines right before an
+    END line."""
+
+    def spans(self, text: str) -> Iterator[Span]:
+        for match in self.pattern.finditer(text):
+            # Read backwards (a reversed slice matched forwards) over base64, blanks and line
+            # breaks, escaped ones included whole.
+            before = text[max(0, match.start() - PEM_BODY_MAX) : match.start()][::-1]
+            body = _REVERSED_BODY.match(before)
+            if body is not None and sum(map(len, _B64_RUN.findall(body.group()))) >= PEM_BODY_MIN:
+                yield match.start() - body.end(), match.end(), self.kind
 
 
 _B64URL = r"[A-Za-z0-9_\-]"
 _LINE_END = r"(?:\r?\n|(?:\\+[rn])+)"  # a line break, or its JSON escape (escaped again, maybe)
 
 TOKEN_RULES: tuple[TokenRule, ...] = (
-    _rule("private-key", "-----(?:BEGIN|END) " + _PEM_LABEL, _PEM, bounded=False),
+    _rule("private-key", "-----BEGIN " + _PEM_LABEL, _PEM, bounded=False),
+    KeyBodyBeforeEnd("private-key", (("-", "----END " + _PEM_LABEL),), _PEM_END),
     _rule(
         "private-key",
         "J(?<=LS0tLS1CRUdJ)",

@@ -59,7 +59,6 @@ from contextfold._secret_rules import (
     WORD_RULES,
     Span,
     name_kind,
-    pem_tails,
     value_is_secret,
 )
 
@@ -84,7 +83,6 @@ def _trigger_scan() -> tuple[re.Pattern[str], dict[str, tuple[int, ...]]]:
 
 
 _TRIGGERS, _TRIGGER_RULES = _trigger_scan()
-_PEM_RULE = 0  # TOKEN_RULES[0]: its trigger also announces a key whose BEGIN line was cut
 _WORD_FINDERS: tuple[tuple[str, tuple[Callable[[str, int], Span | None], ...]], ...] = tuple(
     (word, tuple(rule.find for rule in WORD_RULES if rule.word == word))
     for word in dict.fromkeys(rule.word for rule in WORD_RULES)
@@ -118,8 +116,6 @@ def _secret_spans(text: str) -> list[Span]:
     woken = {index for m in _TRIGGERS.finditer(text) for index in _TRIGGER_RULES[str(m.lastgroup)]}
     for index in sorted(woken):
         spans.extend(TOKEN_RULES[index].spans(text))
-    if _PEM_RULE in woken:
-        spans.extend(pem_tails(text))
     lowered = _lower(text)
     for word, finders in _WORD_FINDERS:
         at = lowered.find(word)
