@@ -77,6 +77,11 @@ SETTINGS: Mapping[str, SettingSpec] = {
     "store": SettingSpec(str, "session store: a SQLite path or a postgresql:// URL"),
     "redact": SettingSpec(bool, "redact secrets in everything persisted"),
     "sqlite_synchronous": SettingSpec(str, "SQLite durability", ("NORMAL", "FULL")),
+    "sqlite.warn_wal_reset": SettingSpec(
+        bool,
+        "say, when a SQLite store is created, that this SQLite has the WAL-reset bug "
+        "(`contextfold doctor` reports it regardless)",
+    ),
     "events_log": SettingSpec(str, "append engine events as JSON lines to this file"),
     "background_compaction": SettingSpec(bool, "prepare compactions in a worker thread"),
     "summarizer": SettingSpec(str, "summarizer", ("extractive", "llm")),

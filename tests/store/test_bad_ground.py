@@ -198,7 +198,6 @@ def test_a_reader_is_not_warned_about_the_writers_wal_bug(
 ) -> None:
     path = tmp_path / "sessions.db"
     make_store(path)
-    monkeypatch.setattr(sqlite_module, "_version_warned", False)
     monkeypatch.setattr(sqlite_module.sqlite3, "sqlite_version_info", (3, 45, 1))
     with warnings.catch_warnings():
         warnings.simplefilter("error", SQLiteVersionWarning)

@@ -6,12 +6,14 @@ import sqlite3
 import stat
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from contextfold import ConfigError, StoreCorruptError, StoreError
+from contextfold import ConfigError, ContextEngine, StoreCorruptError, StoreError
 from contextfold.messages import Message
+from contextfold.models import ModelInfo
 from contextfold.store import SQLiteStore, SQLiteVersionWarning, open_store
 from contextfold.store import sqlite as sqlite_module
 
@@ -41,29 +43,74 @@ def test_full_synchronous_is_an_option(tmp_path: Path) -> None:
         SQLiteStore(tmp_path / "t.db", synchronous="OFF")
 
 
-def test_old_sqlite_versions_are_warned_about_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(sqlite_module, "_version_warned", False)
-    monkeypatch.setattr(sqlite_module.sqlite3, "sqlite_version_info", (3, 45, 1))
+BUGGY_SQLITE = (3, 40, 1)
+"""The stock SQLite of Debian 12, which has the WAL-reset bug."""
+
+
+def wal_warnings(make: Callable[[], object]) -> list[str]:
+    """The SQLiteVersionWarning messages ``make()`` raised, every one counted."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        SQLiteStore(tmp_path / "a.db").close()
-        SQLiteStore(tmp_path / "b.db").close()
+        made = make()
+        close = getattr(made, "close", None)
+        if callable(close):
+            close()
+    return [str(w.message) for w in caught if issubclass(w.category, SQLiteVersionWarning)]
 
-    relevant = [w for w in caught if issubclass(w.category, SQLiteVersionWarning)]
-    assert len(relevant) == 1
-    assert "3.51.3" in str(relevant[0].message)
+
+def test_an_old_sqlite_is_warned_about_when_a_store_is_created_not_when_it_is_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module.sqlite3, "sqlite_version_info", BUGGY_SQLITE)
+    first = tmp_path / "a.db"
+
+    (created,) = wal_warnings(lambda: SQLiteStore(first))
+    assert str(first) in created and "3.51.3" in created
+    assert "two processes write" in created and "PostgreSQL" in created
+    assert "warn_wal_reset=False" in created  # how to silence it
+    assert wal_warnings(lambda: SQLiteStore(first)) == []  # the same store again: nothing
+    assert len(wal_warnings(lambda: SQLiteStore(tmp_path / "b.db"))) == 1  # another new one
+
+
+def test_an_empty_file_counts_as_a_new_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module.sqlite3, "sqlite_version_info", BUGGY_SQLITE)
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    assert len(wal_warnings(lambda: SQLiteStore(empty))) == 1
+
+
+def test_the_warning_can_be_silenced_and_a_memory_store_never_warns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module.sqlite3, "sqlite_version_info", BUGGY_SQLITE)
+    assert wal_warnings(lambda: SQLiteStore(tmp_path / "a.db", warn_wal_reset=False)) == []
+    assert wal_warnings(lambda: open_store(tmp_path / "b.db", warn_wal_reset=False)) == []
+    assert wal_warnings(lambda: SQLiteStore(":memory:")) == []  # no file, no other writer
 
 
 def test_a_fixed_sqlite_is_not_warned_about(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_module, "_version_warned", False)
     monkeypatch.setattr(sqlite_module.sqlite3, "sqlite_version_info", (3, 51, 3))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", SQLiteVersionWarning)
-        SQLiteStore(tmp_path / "a.db").close()
+    assert wal_warnings(lambda: SQLiteStore(tmp_path / "a.db")) == []
+
+
+def test_the_library_warns_once_per_new_store_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ContextEngine(store=path), as the README shows it: the first engine on a path creates
+    the file and warns, every later one opens it silently."""
+    monkeypatch.setattr(sqlite_module.sqlite3, "sqlite_version_info", BUGGY_SQLITE)
+    path = tmp_path / "sessions.db"
+
+    def engine() -> ContextEngine:
+        return ContextEngine(ModelInfo("test/model", 8_000), store=path)
+
+    assert len(wal_warnings(engine)) == 1
+    assert wal_warnings(engine) == []
+    assert wal_warnings(engine) == []
 
 
 def test_a_file_that_is_not_sqlite_is_refused_by_name(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from contextfold.agent import (
     coding_toolbox,
 )
 from contextfold.cli._render import print_error
-from contextfold.cli._store import StoreOption
+from contextfold.cli._store import StoreOption, print_store_warnings, warn_wal_reset
 from contextfold.compaction import Compactor, LLMSummarizer, RestartPolicy, Summarizer
 from contextfold.config import Settings, load_settings
 from contextfold.engine import ContextEngine, ContextPolicy, Session
@@ -224,16 +224,14 @@ def _open_store(settings: Settings, *, quiet_sqlite_warning: bool) -> SessionSto
     if settings.get("redact") is not None:
         options["redact"] = settings.get("redact")
     target = settings.get("store")
-    if settings.get("sqlite_synchronous") is not None and not str(target or "").startswith(
-        ("postgres://", "postgresql://")
-    ):
-        options["synchronous"] = settings.get("sqlite_synchronous")
+    if not str(target or "").startswith(("postgres://", "postgresql://")):
+        if settings.get("sqlite_synchronous") is not None:
+            options["synchronous"] = settings.get("sqlite_synchronous")
+        options["warn_wal_reset"] = warn_wal_reset(settings) and not quiet_sqlite_warning
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         store = open_store(target, **options)
-    for warning in caught:
-        if not quiet_sqlite_warning:
-            print_error(str(warning.message), warning=True)
+    print_store_warnings(caught, getattr(store, "location", target))
     return store
 
 

@@ -4,36 +4,51 @@ Reading commands never create a database: a SQLite file that does not exist yet 
 nothing to show, and the messages say which file was looked for. A SQLite file they cannot write
 (read-only media, no permission) is opened read-only, so it can still be listed, shown and
 exported; a command that would change it gets a ``StoreError`` saying why it cannot.
+
+The SQLite WAL-reset warning is said once, when a command creates the store's file (and by
+``contextfold doctor``), unless the ``sqlite.warn_wal_reset`` setting is false.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from contextfold._exceptions import StoreError
 from contextfold._paths import default_store_path
 from contextfold.cli._render import print_error
-from contextfold.config import load_settings
+from contextfold.config import Settings, load_settings
 from contextfold.store import SessionStore, SQLiteVersionWarning, open_store
 from contextfold.store._sqlite_paths import write_problem
 from contextfold.store.postgres import redact_url
+from contextfold.store.sqlite import wal_reset_explanation
 
 __all__ = [
+    "WAL_RESET_ENV",
+    "WAL_RESET_SETTING",
+    "WAL_RESET_SILENCE",
     "SessionArgument",
     "StoreLocation",
     "StoreOption",
     "missing_session",
     "open_existing_store",
+    "print_store_warnings",
     "store_location",
+    "wal_reset_notice",
+    "warn_wal_reset",
 ]
 
 _SQLITE_SCHEME = "sqlite://"
+
+WAL_RESET_SETTING = "sqlite.warn_wal_reset"
+"""The setting that silences the WAL-reset warning on store creation."""
+WAL_RESET_ENV = "CONTEXTFOLD_SQLITE__WARN_WAL_RESET"
+"""The environment variable for :data:`WAL_RESET_SETTING`."""
 
 StoreOption = Annotated[
     str | None,
@@ -57,8 +72,9 @@ SessionArgument = Annotated[
 class StoreLocation:
     """Where the store is: the target ``open_store`` takes, and the SQLite file, if any."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, *, warn_wal_reset: bool = True) -> None:
         self.target = target
+        self.warn_wal_reset = warn_wal_reset
         path = target[len(_SQLITE_SCHEME) :] if target.startswith(_SQLITE_SCHEME) else target
         is_file = "://" not in path and path != ":memory:"
         self.file: Path | None = Path(path).expanduser() if is_file else None
@@ -75,8 +91,41 @@ class StoreLocation:
 def store_location(option: str | None) -> StoreLocation:
     """``--store``, else the ``store`` setting (files, ``CONTEXTFOLD_DATABASE_URL``), else the
     default SQLite file."""
-    target = option or load_settings().get("store") or str(default_store_path())
-    return StoreLocation(str(target))
+    settings = load_settings()
+    target = option or settings.get("store") or str(default_store_path())
+    return StoreLocation(str(target), warn_wal_reset=warn_wal_reset(settings))
+
+
+def warn_wal_reset(settings: Settings) -> bool:
+    """Whether creating a SQLite store may say that this SQLite has the WAL-reset bug."""
+    return bool(settings.get(WAL_RESET_SETTING, True))
+
+
+WAL_RESET_SILENCE = (
+    f"set {WAL_RESET_SETTING} = false (in contextfold.toml: [sqlite] warn_wal_reset = false) "
+    f"or {WAL_RESET_ENV}=0"
+)
+"""How to stop the WAL-reset warning a new store gives, in words that follow "to stop it,"."""
+
+
+def wal_reset_notice() -> str:
+    """The WAL-reset bug in the CLI's words, as a new store announces it: what it is, when it
+    matters, the fix, and how to stop the notice (``doctor`` reports it whatever the setting)."""
+    return (
+        f"{wal_reset_explanation()} To stop this notice, {WAL_RESET_SILENCE}; "
+        "`contextfold doctor` still reports it."
+    )
+
+
+def print_store_warnings(caught: Sequence[warnings.WarningMessage], where: object) -> None:
+    """Print the warnings opening the store at ``where`` raised, each as one clean line (as the
+    CLI prints its errors) instead of Python's source-line format."""
+    for warning in caught:
+        if issubclass(warning.category, SQLiteVersionWarning):
+            notice = f"created a new session store at {where}. {wal_reset_notice()}"
+            print_error(notice, warning=True)
+        else:
+            print_error(str(warning.message), warning=True)
 
 
 @contextmanager
@@ -85,14 +134,15 @@ def open_existing_store(location: StoreLocation) -> Iterator[SessionStore]:
 
     A SQLite file that cannot be written is opened read-only (see the module docstring).
     """
-    read_only = location.file is not None and write_problem(location.file) is not None
-    options = {"read_only": True} if read_only else {}
+    options: dict[str, Any] = {}
+    if location.file is not None:
+        options["warn_wal_reset"] = location.warn_wal_reset  # an empty file becomes a store
+        if write_problem(location.file) is not None:
+            options["read_only"] = True
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SQLiteVersionWarning)
         store = open_store(location.target, **options)
-    for warning in caught:
-        # One clean line, as the CLI prints its errors, instead of Python's source-line format.
-        print_error(str(warning.message), warning=True)
+    print_store_warnings(caught, location)
     try:
         yield store
     finally:

@@ -49,6 +49,7 @@ def setting_defaults() -> dict[str, Any]:
     store = inspect.signature(SQLiteStore.__init__).parameters
     defaults["redact"] = store["redact"].default
     defaults["sqlite_synchronous"] = store["synchronous"].default
+    defaults["sqlite.warn_wal_reset"] = store["warn_wal_reset"].default
     defaults["store"] = str(default_store_path())
     defaults["instructions.max_bytes"] = INSTRUCTIONS_MAX_BYTES
     policy = ContextPolicy()

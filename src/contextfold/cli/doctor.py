@@ -21,9 +21,10 @@ from contextfold._tokenizers import ENCODINGS
 from contextfold._version import __version__
 from contextfold.cli import _render
 from contextfold.cli._render import JsonFlag
+from contextfold.cli._store import WAL_RESET_SETTING, WAL_RESET_SILENCE, warn_wal_reset
 from contextfold.config import API_KEY_ENV_VARS, PROJECT_FILE_NAME, USER_FILE_NAME, load_settings
 from contextfold.store.postgres import DATABASE_URL_ENV, redact_url
-from contextfold.store.sqlite import SAFE_SQLITE_VERSION
+from contextfold.store.sqlite import has_wal_reset_bug, wal_reset_explanation
 from contextfold.tokens import TiktokenCounter
 
 __all__ = ["OPTIONAL_PACKAGES", "Check", "doctor", "run_checks"]
@@ -39,7 +40,6 @@ OPTIONAL_PACKAGES: tuple[tuple[str, str], ...] = (
 """(distribution, the contextfold extra that installs it)."""
 
 _STYLES: dict[Status, str] = {"ok": "green", "warn": "yellow", "error": "red", "info": "dim"}
-_SAFE_SQLITE = ".".join(map(str, SAFE_SQLITE_VERSION))
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,17 +95,29 @@ def _python() -> Iterator[Check]:
 
 
 def _sqlite() -> Iterator[Check]:
-    version = sqlite3.sqlite_version
-    if sqlite3.sqlite_version_info >= SAFE_SQLITE_VERSION:
-        yield Check("storage", "sqlite library", "ok", version)
-    else:
-        yield Check(
-            "storage",
-            "sqlite library",
-            "warn",
-            f"{version}: older than {_SAFE_SQLITE}, which fixes the WAL-reset bug (concurrent "
-            "writers can corrupt a database); use a Python with newer SQLite, or PostgreSQL",
+    """The SQLite library, and the WAL-reset bug whenever it has it: a warning, or a note once
+    the user has silenced the notice on store creation (they know; doctor still says it)."""
+    if not has_wal_reset_bug():
+        yield Check("storage", "sqlite library", "ok", sqlite3.sqlite_version)
+        return
+    if _wal_reset_silenced():
+        detail = (
+            f"{wal_reset_explanation()} (Not said on store creation: {WAL_RESET_SETTING} is false.)"
         )
+        yield Check("storage", "sqlite library", "info", detail)
+    else:
+        detail = (
+            f"{wal_reset_explanation()} A new store says this once; to stop that, "
+            f"{WAL_RESET_SILENCE}."
+        )
+        yield Check("storage", "sqlite library", "warn", detail)
+
+
+def _wal_reset_silenced() -> bool:
+    try:
+        return not warn_wal_reset(load_settings())
+    except ContextfoldError:  # a broken config file is the config check's finding
+        return False
 
 
 def _tokenizers() -> Iterator[Check]:

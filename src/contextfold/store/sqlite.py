@@ -37,7 +37,14 @@ from contextfold.store._schema import refuse_foreign
 from contextfold.store._sql import SQLStore
 from contextfold.store._sqlite_paths import read_only_uri, write_problem
 
-__all__ = ["DEFAULT_BUSY_TIMEOUT", "SAFE_SQLITE_VERSION", "SQLiteStore", "SQLiteVersionWarning"]
+__all__ = [
+    "DEFAULT_BUSY_TIMEOUT",
+    "SAFE_SQLITE_VERSION",
+    "SQLiteStore",
+    "SQLiteVersionWarning",
+    "has_wal_reset_bug",
+    "wal_reset_explanation",
+]
 
 DEFAULT_BUSY_TIMEOUT = 30.0
 """Seconds a writer waits for another process's write transaction before giving up."""
@@ -48,27 +55,38 @@ could corrupt a WAL database in 3.7.0 through 3.51.2)."""
 
 _CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
 _ACCESS_CODES = {8, 14}  # SQLITE_READONLY, SQLITE_CANTOPEN
-_version_warned = False
-_version_lock = threading.Lock()
 
 
 class SQLiteVersionWarning(UserWarning):
-    """The SQLite library Python links against has a known WAL corruption bug."""
+    """The SQLite library Python links against has a known WAL corruption bug (said once, when
+    a store's database file is created: see :func:`wal_reset_explanation`)."""
 
 
-def _warn_old_sqlite() -> None:
-    global _version_warned
-    with _version_lock:
-        if _version_warned or sqlite3.sqlite_version_info >= SAFE_SQLITE_VERSION:
-            return
-        _version_warned = True
+def has_wal_reset_bug() -> bool:
+    """True when the SQLite library this Python uses predates :data:`SAFE_SQLITE_VERSION`."""
+    return sqlite3.sqlite_version_info < SAFE_SQLITE_VERSION
+
+
+def wal_reset_explanation() -> str:
+    """What the WAL-reset bug is, when it matters and how to be rid of it, for a person (the
+    store's warning and ``contextfold doctor`` say the same)."""
+    fixed = ".".join(map(str, SAFE_SQLITE_VERSION))
+    return (
+        f"SQLite {sqlite3.sqlite_version}, which this Python uses, has the WAL-reset bug (fixed "
+        f"in SQLite {fixed}): when two processes write to one session store at the same moment, "
+        "it can rarely be corrupted. One agent at a time per store is not affected. To rule it "
+        f"out, use a Python whose sqlite3 module is built with SQLite {fixed} or newer, give "
+        "each agent that runs at the same time a store of its own, or use PostgreSQL for many "
+        "concurrent writers."
+    )
+
+
+def _warn_wal_reset(location: str) -> None:
     warnings.warn(
-        f"SQLite {sqlite3.sqlite_version} has the WAL-reset bug fixed in "
-        f"{'.'.join(map(str, SAFE_SQLITE_VERSION))}: several processes writing one session "
-        "database at once can corrupt it. Use a Python built with a newer SQLite, or "
-        "PostgreSQL for many concurrent writers.",
+        f"{location}: new session store. {wal_reset_explanation()} (warn_wal_reset=False "
+        "silences this notice.)",
         SQLiteVersionWarning,
-        stacklevel=4,
+        stacklevel=3,  # the line that made the store
     )
 
 
@@ -90,6 +108,10 @@ class SQLiteStore(SQLStore):
     ``redact=False`` stores text exactly as given; ``read_only=True`` opens an existing store
     for reading only (every write raises ``StoreError``). One connection serves every thread of
     the process (the engine's background worker, ``asyncio.to_thread``), each call under a lock.
+
+    When this open creates the database file and the SQLite library has the WAL-reset bug, a
+    :class:`SQLiteVersionWarning` says so once for that file (opening it again says nothing);
+    ``warn_wal_reset=False`` silences it.
     """
 
     dialect = "sqlite"
@@ -104,6 +126,7 @@ class SQLiteStore(SQLStore):
         redact: bool = True,
         batch_size: int = 0,
         read_only: bool = False,
+        warn_wal_reset: bool = True,
     ) -> None:
         self.path = str(path) if str(path) == ":memory:" else Path(path).expanduser()
         super().__init__(location=str(self.path), redact=redact, batch_size=batch_size)
@@ -113,8 +136,9 @@ class SQLiteStore(SQLStore):
             raise ConfigError("sqlite_synchronous", f"{synchronous!r} is not NORMAL or FULL")
         self.synchronous = mode
         self.busy_timeout = busy_timeout
-        if not read_only:  # the WAL-reset bug takes writers; a reader cannot set it off
-            _warn_old_sqlite()
+        # Only a writer can set the WAL-reset bug off, and a warning on every open would be
+        # noise: it is said when the file is new (or empty), i.e. once per store.
+        new_file = isinstance(self.path, Path) and not read_only and _is_new(self.path)
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         with self._translate_errors():
@@ -124,6 +148,8 @@ class SQLiteStore(SQLStore):
         except BaseException:
             self.close()
             raise
+        if new_file and warn_wal_reset and has_wal_reset_bug():
+            _warn_wal_reset(self.location)
 
     def _connect(self) -> sqlite3.Connection:
         target: str | Path = self.path
@@ -307,6 +333,14 @@ class SQLiteStore(SQLStore):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def _is_new(path: Path) -> bool:
+    """True when ``path`` holds no database yet (missing, or an empty file)."""
+    try:
+        return path.stat().st_size == 0
+    except OSError:
+        return True
 
 
 def _create_private(path: Path) -> None:
