@@ -224,12 +224,10 @@ class ZoneActions:
             self._compact_retry_at = after + int(least)
         elif result.edits:
             self._compact_retry_at = None
-        if result.failed or (not result.edits and trigger != "mask"):
-            # Every announced compaction ends with a finished or a failed event; one that
-            # changed nothing has failed, whatever its strategies said.
-            reason = result.reason if result.failed else _why_unused(result)
-            self._compaction_failed(trigger, m.tokens, after, reason)
-        elif result.edits:
+        # Every announced compaction ends with one finished or failed event. One whose edits
+        # are in the transcript finished, even short of the minimum progress (its note says
+        # so); one that changed nothing has failed, whatever its strategies said.
+        if result.edits:
             self._emit(
                 CompactionFinished(
                     session_id=self.id,
@@ -241,8 +239,11 @@ class ZoneActions:
                     strategies_run=result.strategies_run,
                     edit_ids=tuple(e.id for e in result.edits),
                     cpu_seconds=result.cpu_seconds,
+                    note=result.reason if result.failed else "",
                 )
             )
+        elif trigger != "mask":
+            self._compaction_failed(trigger, m.tokens, after, _why_unused(result))
         return result
 
     def _compaction_failed(self, trigger: str, before: int, after: int, reason: str) -> None:

@@ -122,7 +122,12 @@ class CompactionStarted(Event):
 @_register
 @dataclass(frozen=True, kw_only=True)
 class CompactionFinished(Event):
-    """A compaction ended and its edits entered the transcript."""
+    """A compaction ended and its edits entered the transcript.
+
+    ``note`` is set when it fell short: it stayed above its target having freed less than the
+    minimum progress (the compactor's reason). Its edits stand all the same; the engine waits
+    for the context to grow before compacting automatically again.
+    """
 
     type: ClassVar[str] = "compaction_finished"
     trigger: str
@@ -133,6 +138,7 @@ class CompactionFinished(Event):
     strategies_run: tuple[str, ...] = ()
     edit_ids: tuple[str, ...] = ()
     cpu_seconds: float = 0.0
+    note: str = ""
 
     @property
     def freed_tokens(self) -> int:
@@ -143,7 +149,8 @@ class CompactionFinished(Event):
 @_register
 @dataclass(frozen=True, kw_only=True)
 class CompactionFailed(Event):
-    """A compaction did not free the minimum (it is reported, never retried in a loop)."""
+    """An announced compaction ended without changing the view: nothing to remove, or a result
+    that was not used (it is reported, never retried in a loop)."""
 
     type: ClassVar[str] = "compaction_failed"
     trigger: str

@@ -4,7 +4,9 @@
 context goes unannounced. Token usage and the start of a compaction have no line of their own
 (the meter shows usage; the finished compaction reports itself). A compaction the user asked
 for (``/compact``, trigger ``"manual"``) has no notice either: the command reports what it did
-from the :class:`~contextfold.compaction.CompactResult` it got, so nothing is said twice.
+from the :class:`~contextfold.compaction.CompactResult` it got, so nothing is said twice. Nor
+has a background compaction that was never used (the session closed first, or the conversation
+moved on): it did nothing to the context, and the compaction that ran instead has its own.
 """
 
 from __future__ import annotations
@@ -27,17 +29,25 @@ from contextfold.events import (
     ToolsDeferred,
 )
 
-__all__ = ["MANUAL_TRIGGER", "Notice", "NoticeWriter"]
+__all__ = ["BACKGROUND_TRIGGER", "MANUAL_TRIGGER", "SHORT_COMPACTION", "Notice", "NoticeWriter"]
 
 MANUAL_TRIGGER = "manual"
 """The trigger of a compaction the user asked for (``session.compact()``'s default)."""
+BACKGROUND_TRIGGER = "background"
+"""The trigger of a compaction prepared in the engine's worker thread."""
+SHORT_COMPACTION = (
+    "it freed less than a compaction should, so the next automatic one waits until the "
+    "context has grown"
+)
+"""What a notice adds for a compaction that fell short of the minimum progress (its event's
+``note`` holds the engine's figures)."""
 
 _TRIGGERS = {
     "threshold": "the window reached the compact threshold",
     "block": "the window was nearly full",
     "agent": "the model asked for it",
     "overflow": "the provider said the request was too long",
-    "background": "prepared in the background",
+    BACKGROUND_TRIGGER: "prepared in the background",
 }
 
 
@@ -134,6 +144,8 @@ class NoticeWriter:
         if event.trigger == MANUAL_TRIGGER:
             self._in_manual_compaction = False
             return None  # /compact says what it did itself
+        if isinstance(event, CompactionFailed) and event.trigger == BACKGROUND_TRIGGER:
+            return None  # prepared work left unused: the context was not touched
         # A failed compaction that left the size as it was changed nothing: it is not reported
         # as one that freed a little, nor is the retry of an overflow said to be smaller.
         freed_nothing = isinstance(event, CompactionFailed) and (
@@ -144,9 +156,11 @@ class NoticeWriter:
         if isinstance(event, CompactionFinished):
             steps = ", ".join(event.strategies_run) or "no strategy"
             why = _TRIGGERS.get(event.trigger, event.trigger)
+            short = f"; {SHORT_COMPACTION}" if event.note else ""
             return Notice(
                 f"compacted the context: {event.before_tokens:,} → {event.after_tokens:,} tokens, "
                 f"{event.before_messages} → {event.after_messages} messages ({steps}; {why})"
+                f"{short}"
             )
         if freed_nothing:
             return Notice(

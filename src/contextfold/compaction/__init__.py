@@ -32,9 +32,9 @@ subtracts system prompt and tool descriptions first)::
   ``SessionRestarted``; past ``max_restarts`` compact in place.
 
 Every call returns a :class:`CompactResult`: append ``result.edits`` to the transcript, publish
-``result.events`` and ``CompactionFinished`` (or ``CompactionFailed`` when ``result.failed``:
-less than ``min_progress`` of the window freed, reported and never retried in a loop; or when
-nothing changed), and snapshot ``result.view``. A result without edits (``result.changed`` is
+``result.events`` and ``CompactionFinished`` (its ``note`` says when ``result.failed``: less than
+``min_progress`` of the window freed, reported and never retried in a loop; ``CompactionFailed``
+when nothing changed), and snapshot ``result.view``. A result without edits (``result.changed`` is
 false) changed nothing and is never reported as a compaction; ``result.describe()`` says what
 happened in one line for a person (``compacted 14 of 48 messages (summarized 12, dropped 2):
 6,120 → 5,602 tokens of conversation``, or ``nothing compacted:`` and why), and

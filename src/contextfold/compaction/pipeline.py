@@ -3,8 +3,9 @@
 :meth:`Compactor.compact` runs the COMPACT-zone strategies in order, applying each one's edits
 before the next, and stops as soon as the view is at or under ``ctx.target_tokens``. A
 compaction that ends above the target having freed less than ``min_progress`` of the window is a
-*failure*: reported (``failed=True`` and a reason; the engine emits ``CompactionFailed``), never
-retried in a loop. :meth:`Compactor.mask` runs the MASK-zone strategies (one cheap batch).
+*failure*: reported (``failed=True`` and a reason; the engine keeps any edits it made, notes the
+shortfall on its ``CompactionFinished``, or emits ``CompactionFailed`` when it changed nothing),
+never retried in a loop. :meth:`Compactor.mask` runs the MASK-zone strategies (one cheap batch).
 Hard mode (``hard=True``, once per overflow or in the BLOCK zone) adds ``DropOldest`` and
 ``ShrinkToFit`` to the chain and shrinks the protections, so the result fits whenever the
 system messages do.
