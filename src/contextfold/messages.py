@@ -53,7 +53,9 @@ MessageKind: TypeAlias = str
 - ``"tool_summary"``: a digest of archived tool results;
 - ``"summary"``: a compaction summary (holds a :class:`SummaryPart`);
 - ``"synthetic"``: made up by contextfold (e.g. an "aborted" result for a dangling call);
-- ``"restart_marker"``, ``"wind_down"``, ``"context_note"``: notes contextfold adds for the model.
+- ``"restart_marker"``, ``"wind_down"``, ``"context_note"``: notes contextfold adds for the model;
+- ``"harness_note"``: user-role text the agent harness wrote, not the user (an interruption
+  marker, a hook reminder...; see :mod:`contextfold._harness_notes`).
 """
 
 

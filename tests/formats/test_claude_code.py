@@ -10,6 +10,7 @@ import pytest
 from contextfold._exceptions import FormatError
 from contextfold.formats import load_claude_code, load_transcript
 from contextfold.messages import SummaryPart
+from tests.compaction.harness_session import TASK, write_harness_session
 from tests.formats.writers import write_jsonl
 
 
@@ -210,3 +211,26 @@ def test_a_message_record_without_its_message_names_its_line(tmp_path: Path) -> 
     path = write_jsonl(tmp_path / "s.jsonl", [user("a", None, "hi"), broken])
     with pytest.raises(FormatError, match=r"s\.jsonl:2: user record without"):
         load_claude_code(path)
+
+
+def test_records_the_harness_wrote_are_notes_not_user_turns(tmp_path: Path) -> None:
+    """Interruption markers, task notifications, a local command's records and isMeta records
+    are harness notes; what the user typed (a prompt command too) stays an ordinary message."""
+    transcript = load_transcript(write_harness_session(tmp_path / "s.jsonl"))
+    users = [m for m in transcript.messages if m.role == "user"]
+    assert [(m.text.split("\n")[0][:26], m.meta.kind) for m in users] == [
+        ("Fix the failing slug test ", "message"),
+        ("[Request interrupted by us", "harness_note"),
+        ("Run the tests in the backg", "message"),
+        ("<task-notification>", "harness_note"),
+        ("<local-command-caveat>Cave", "harness_note"),
+        ("<command-name>/compact</co", "harness_note"),
+        ("<local-command-stdout>Comp", "harness_note"),
+        ("<command-message>review</c", "message"),
+        ("Review the code the user n", "harness_note"),
+        ("<system-reminder>", "harness_note"),
+        ("[Request interrupted by us", "harness_note"),
+    ]
+    hidden = [m for m in users if "meta" in m.meta.flags]
+    assert len(hidden) == 3 and not any(m.meta.user_visible for m in hidden)
+    assert transcript.task == TASK

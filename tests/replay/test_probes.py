@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from contextfold.formats import RecordedCompaction, Transcript
+from pathlib import Path
+
+from contextfold.formats import RecordedCompaction, Transcript, load_transcript
 from contextfold.messages import Message, Meta, SummaryPart, ToolCallPart, ToolResultPart
 from contextfold.replay import check_retention, original_view, probes_for
 from contextfold.replay.probes import task_probe_text
+from tests.compaction.harness_session import COMMAND_TYPED, write_harness_session
 
 ERROR = "ValueError: slug must not be empty"
 PATH = "/repo/textkit/slug.py"
@@ -134,3 +137,15 @@ def test_the_task_is_probed_by_its_first_real_sentence() -> None:
         "I'm looking to book a flight to Seattle."
     )
     assert task_probe_text("short") == "short"
+
+
+def test_what_the_harness_wrote_is_never_the_task_or_a_constraint(tmp_path: Path) -> None:
+    """A Claude Code session's interruption markers, task notifications, local-command records
+    and isMeta records are no facts to probe; a typed slash command is, and a full view holds
+    it verbatim although its record spells it as tags."""
+    messages = load_transcript(write_harness_session(tmp_path / "s.jsonl")).messages
+    kinds = _kinds(messages)
+    assert kinds["task"] == ["Fix the failing slug test in textkit."]
+    assert kinds["constraints"] == ["Do not change the public API.", COMMAND_TYPED]
+    retention = check_retention(probes_for(messages), messages)
+    assert retention.count("verbatim") == retention.total()

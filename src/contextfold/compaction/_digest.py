@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from contextfold._harness_notes import is_harness_note
 from contextfold.compaction._context import CompactionContext
 from contextfold.compaction._facts import ToolAction, extract_facts
 from contextfold.compaction._results import result_slots
@@ -50,6 +51,17 @@ def _outcome(action: ToolAction) -> str:
     return f"{status}: {action.errors[-1]}" if action.errors else status
 
 
+def _ends_digest(message: Message) -> bool:
+    """A message whose words no digest line keeps: what the user or the agent harness said (a
+    hook's compile error, a task notification), a summary, the system prompt."""
+    return (
+        is_user_turn(message)
+        or is_harness_note(message)
+        or message.meta.kind == "summary"
+        or message.role == "system"
+    )
+
+
 def _call_line(action: ToolAction) -> str:
     item = SummaryItem(
         f"{action.tool}: {action.summary} → {_outcome(action)}",
@@ -64,8 +76,8 @@ class ToolResultDigest:
     """When more than ``cutoff`` tool results are in the view, the oldest rounds become a digest.
 
     The folded range starts at the oldest tool round after the task and stops at a user message,
-    a summary or the recent window. The digest lists each call with its outcome and ref, and
-    carries the files and errors sections a later summary merges.
+    a note of the agent harness, a summary or the recent window. The digest lists each call with
+    its outcome and ref, and carries the files and errors sections a later summary merges.
     """
 
     cutoff: int = DEFAULT_DIGEST_CUTOFF
@@ -110,10 +122,7 @@ class ToolResultDigest:
             lo -= 1
         hi, removed = lo, 0
         for unit in units[first:]:
-            if unit.stop > stop or any(
-                is_user_turn(view[i]) or view[i].meta.kind == "summary" or view[i].role == "system"
-                for i in unit
-            ):
+            if unit.stop > stop or any(_ends_digest(view[i]) for i in unit):
                 break
             hi = unit.stop
             removed += sum(len(view[i].tool_results) for i in unit)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from contextfold._error_lines import error_lines
+from contextfold._harness_notes import typed_text
 from contextfold.compaction._shell import looks_like_file, shell_effects
 from contextfold.compaction.window import is_user_turn
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
@@ -289,12 +290,20 @@ def _exit_code(output: str) -> int | None:
 
 
 def extract_facts(messages: Sequence[Message]) -> SessionFacts:
-    """The facts of ``messages`` (any view or transcript slice), each citing its message ids."""
-    users = [m for m in messages if is_user_turn(m) and not _RETURNCODE.match(m.text[:40])]
-    task = Fact(users[0].text, (users[0].id,)) if users else None
-    requests = tuple(Fact(_first_line(m.text), (m.id,)) for m in users[1:] if m.text.strip())
+    """The facts of ``messages`` (any view or transcript slice), each citing its message ids.
+
+    The task, requests and constraints come from user turns only (never a note of contextfold or
+    of the agent harness), in the words the user typed (a slash command as its command line).
+    """
+    users = [
+        (m.id, typed_text(m.text))
+        for m in messages
+        if is_user_turn(m) and not _RETURNCODE.match(m.text[:40])
+    ]
+    task = Fact(users[0][1], (users[0][0],)) if users else None
+    requests = tuple(Fact(_first_line(text), (id_,)) for id_, text in users[1:] if text.strip())
     constraints = _unique(
-        Fact(s, (m.id,)) for m in users for s in _sentences(m.text) if _CONSTRAINT.search(s)
+        Fact(s, (id_,)) for id_, text in users for s in _sentences(text) if _CONSTRAINT.search(s)
     )
     actions = tool_actions(messages)
     modified: dict[str, Fact] = {}

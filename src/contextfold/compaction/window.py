@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from contextfold._harness_notes import is_harness_note
 from contextfold.compaction._protocols import TokenCounter
 from contextfold.messages import Message, SummaryPart
 
@@ -72,8 +73,9 @@ class RecentWindow:
 
 
 def is_user_turn(message: Message) -> bool:
-    """True for a message a person (or the caller) wrote as a user turn, not a contextfold note."""
-    if message.role != "user" or message.meta.kind in NOTE_KINDS:
+    """True for a message a person (or the caller) wrote as a user turn, not a contextfold note
+    nor a note of the agent harness (an interruption marker, a hook reminder...)."""
+    if message.role != "user" or message.meta.kind in NOTE_KINDS or is_harness_note(message):
         return False
     return not any(isinstance(p, SummaryPart) for p in message.parts)
 

@@ -12,6 +12,11 @@ Each line is a record with a ``type``: ``user`` and ``assistant`` records hold a
   saw ``message.content``.
 - ``isMeta`` user records (skill bodies, command caveats, hook reminders) are sent to the model
   but hidden in Claude Code's interface: ``user_visible=False`` with the ``"meta"`` flag.
+- User records the harness wrote are harness notes (``kind="harness_note"``, see
+  :mod:`contextfold._harness_notes`), never user turns: ``isMeta`` records, interruption
+  markers, task notifications, hook reminders, and a local slash command's records (the command
+  line after the caveat, and its output). A prompt command the user typed
+  (``<command-name>/review</command-name>…``) is the user's request and stays a message.
 - A ``system`` record with ``subtype: compact_boundary`` (``compactMetadata``: trigger,
   preTokens) followed by a ``user`` record with ``isCompactSummary`` becomes a
   :class:`~contextfold.formats.transcript.RecordedCompaction` and a summary message.
@@ -32,6 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from contextfold._exceptions import FormatError
+from contextfold._harness_notes import (
+    HARNESS_NOTE_KIND,
+    LOCAL_COMMAND_CAVEAT,
+    is_harness_text,
+    slash_command,
+)
 from contextfold.formats._common import (
     SourceFile,
     as_id,
@@ -219,6 +230,8 @@ class _Builder:
         self._responses: dict[str, int] = {}
         self._call_names: dict[str, str] = {}
         self._boundary: Mapping[str, Any] | None = None
+        self._after_caveat = False
+        """True right after a local command's caveat: the next user text is its command line."""
 
     def add(self, line: int, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
@@ -296,15 +309,24 @@ class _Builder:
         base = self._id(line, record)
         hidden = bool(record.get("isMeta"))
         for offset, converted in enumerate(self._convert(line, record, "user")):
+            note = converted.role == "user" and self._harness_note(converted.text, hidden)
             meta = Meta(
                 user_visible=not hidden,
-                kind=converted.meta.kind,
+                kind=HARNESS_NOTE_KIND if note else converted.meta.kind,
                 created_at=parse_timestamp(record.get("timestamp")),
                 flags=("meta",) if hidden else (),
                 provider={"uuid": base} if base == record.get("uuid") else {},
             )
             message_id = base if offset == 0 else f"{base}:{offset}"
             self.messages.append(Message(converted.role, converted.parts, message_id, meta))
+
+    def _harness_note(self, text: str, hidden: bool) -> bool:
+        """Whether the harness wrote this user text (records are read in order)."""
+        after_caveat = self._after_caveat
+        self._after_caveat = text.lstrip().startswith(LOCAL_COMMAND_CAVEAT)
+        # The command line after the caveat is a local command's (/compact, /mcp): Claude Code
+        # ran it itself and told the model not to respond to it. Its output is harness text.
+        return hidden or is_harness_text(text) or (after_caveat and slash_command(text) is not None)
 
     def _add_summary(self, line: int, record: Mapping[str, Any]) -> None:
         text = "\n".join(m.text for m in self._convert(line, record, "user"))

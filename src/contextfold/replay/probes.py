@@ -16,7 +16,9 @@ Matching is on exact wording, case-insensitive, with whitespace collapsed: a par
 lost. Two allowances keep it fair across agents: a file also matches by its last two path
 components (``pkg/module.py``: summaries often drop the working-directory prefix), and the task is
 probed by its first real sentence (:func:`task_probe_text`), not its whole text, which a summary
-restates but rarely quotes in full.
+restates but rarely quotes in full. What the agent harness wrote in user messages (interruption
+markers, task notifications, hook reminders: :mod:`contextfold._harness_notes`) is neither the
+task nor a constraint; a slash command the user typed is, as its command line.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from contextfold._blobs import REF_PATTERN
+from contextfold._harness_notes import typed_text
 from contextfold.compaction._facts import extract_facts
 from contextfold.formats.transcript import Transcript
 from contextfold.messages import (
@@ -243,6 +246,11 @@ def check_retention(
 
 
 def _message_texts(message: Message) -> Iterable[str]:
+    if message.role == "user":
+        # A slash command as the user typed it: the facts quote it so (its record holds tags).
+        typed = typed_text(message.text)
+        if typed != message.text:
+            yield typed
     for part in message.parts:
         if isinstance(part, TextPart | SummaryPart | ThinkingPart):
             yield part.text
