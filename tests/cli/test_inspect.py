@@ -9,6 +9,10 @@ from typer.testing import CliRunner
 
 from contextfold import SessionNotFoundError
 from contextfold.cli import app
+from contextfold.cli._notices import SHORT_COMPACTION
+from contextfold.edits import ArchiveEdit, SummarizeEdit
+from contextfold.events import CompactionFailed, CompactionFinished, StoreSink
+from contextfold.messages import Message, Meta, TextPart
 from contextfold.store import open_store
 from tests.cli.conftest import PopulatedStore
 
@@ -58,7 +62,7 @@ def test_edit_rows_say_what_they_freed(populated_store: PopulatedStore) -> None:
 def test_summary_line(populated_store: PopulatedStore) -> None:
     summary = inspect_output(populated_store).splitlines()[-1]
     assert summary.startswith("summary: 4 calls")
-    assert "peak 90,000 tokens (90.0%) at turn 3" in summary
+    assert "peak 90,000 tokens (90.0%) at call 3" in summary
     assert "3 edits (mask batch 1, summary 1, drop 1)" in summary
     assert "1 compaction freed 50,000 tokens" in summary
 
@@ -86,8 +90,11 @@ def test_json_timeline(populated_store: PopulatedStore) -> None:
     )
     assert mask["turn"] == 2
     assert timeline[4]["count"] == 6 and timeline[4]["in_compaction"] is True
+    assert [row.get("call") for row in timeline if row["type"] == "call"] == [1, 2, 3, 4]
+    assert [row.get("after_call") for row in timeline if row["type"] != "call"] == [2, 3, 3, 3]
     assert data["summary"]["peak"] == {
         "turn": 3,
+        "call": 3,
         "context_tokens": 90_000,
         "window": 100_000,
         "window_share": 0.9,
@@ -117,7 +124,7 @@ def test_single_edit_compaction_credits_the_edit(populated_store: PopulatedStore
         )
     out = inspect_output(populated_store)
     (row,) = [line for line in out.splitlines() if "edit #4 archive" in line]
-    assert row.split()[0] == "4"  # the turn of the message it follows
+    assert row.split()[0] == "edit"  # the call column numbers calls only
     assert row.rstrip().endswith("1 message, freed 1,000 tokens")
 
 
@@ -140,3 +147,90 @@ def test_a_title_with_control_sequences_is_shown_escaped(populated_store: Popula
     out = inspect_output(populated_store)
     assert "\x1b" not in out
     assert "slug\\x1b[8m hidden\\x1b[1A\\x1b[2K" in out
+
+
+def test_one_numbering_named_in_the_header(populated_store: PopulatedStore) -> None:
+    """Calls are numbered; edits sit between the calls they came after, with no number of
+    another kind (they showed the turn of their message in the same column)."""
+    lines = inspect_output(populated_store).splitlines()
+    (header,) = [line for line in lines if line.lstrip().startswith("call ")]
+    assert header.split()[:2] == ["call", "input"]
+    assert any("call: the number of the model call" in line for line in lines)
+    numbers = [line.split()[0] for line in lines if line.rstrip().endswith("  call")]
+    assert numbers == ["1", "2", "3", "4"]
+    edits = [line for line in lines if "edit #" in line]
+    assert edits and all(line.split()[0] == "edit" for line in edits)
+
+
+def test_a_drop_from_an_earlier_summary_counts_its_messages(
+    populated_store: PopulatedStore,
+) -> None:
+    """A drop whose range starts at the summary of an earlier compaction (a message of no
+    transcript seq) showed `drop: ? messages`; its count comes from the view it changed."""
+    note = Message(
+        "user", (TextPart("[4 earlier messages dropped]"),), id="note1", meta=Meta(kind="drop_note")
+    )
+    with open_store(populated_store.path) as store:
+        # The view is sys, summary1, u3, a3, u4, a4, t4: summary1..a4 is 5 messages.
+        store.append_edit(
+            populated_store.session_id, SummarizeEdit("summary1", "a4", note, created_at=2_000.0)
+        )
+    out = inspect_output(populated_store)
+    assert "?" not in out
+    assert "edit #4 drop: 5 messages" in out
+    data = json.loads(inspect_output(populated_store, "--json"))
+    drop = [row for row in data["timeline"] if row["type"] == "edit"][-1]
+    assert (drop["label"], drop["count"], drop["unit"]) == ("drop", 5, "message")
+
+
+def test_a_compaction_short_of_the_minimum_shows_as_a_compaction(
+    populated_store: PopulatedStore,
+) -> None:
+    reason = "freed 1000 tokens, less than the minimum progress of 10000 (10% of a ...)"
+    with open_store(populated_store.path) as store:
+        archive = ArchiveEdit(("t4",), created_at=2_000.0)
+        store.append_edit(populated_store.session_id, archive)
+        StoreSink(store).emit(
+            CompactionFinished(
+                session_id=populated_store.session_id,
+                at=2_001.0,
+                trigger="threshold",
+                before_tokens=42_000,
+                after_tokens=41_000,
+                before_messages=13,
+                after_messages=12,
+                edit_ids=(archive.id,),
+                note=reason,
+            )
+        )
+    out = inspect_output(populated_store)
+    (row,) = [line for line in out.splitlines() if "42,000 → 41,000" in line]
+    assert "compaction (threshold)" in row and "compaction_failed" not in out
+    assert SHORT_COMPACTION.split(",")[0] in " ".join(out.split())
+    data = json.loads(inspect_output(populated_store, "--json"))
+    (last,) = [r for r in data["timeline"] if r["type"] == "compaction" and r.get("note")]
+    assert last["note"] == reason
+
+
+def test_an_unused_background_compaction_is_a_quiet_note(
+    populated_store: PopulatedStore,
+) -> None:
+    with open_store(populated_store.path) as store:
+        StoreSink(store).emit(
+            CompactionFailed(
+                session_id=populated_store.session_id,
+                at=2_000.0,
+                trigger="background",
+                before_tokens=42_000,
+                after_tokens=42_000,
+                reason="discarded: the session closed before it was needed",
+            )
+        )
+    out = inspect_output(populated_store)
+    (row,) = [line for line in out.splitlines() if "background" in line]
+    assert "compaction_failed" not in row
+    assert "a compaction prepared in the background was not used" in row
+    summary = out.splitlines()[-1]
+    assert "failed" not in summary and "changed nothing" not in summary
+    data = json.loads(inspect_output(populated_store, "--json"))
+    assert data["timeline"][-1]["type"] == "compaction_failed"  # machines keep the event

@@ -58,9 +58,27 @@ def test_a_compaction_short_of_the_minimum_is_told_as_a_compaction() -> None:
     assert notice is not None and notice.level == "info"
     assert notice.text == (
         "compacted the context: 10,175 → 3,570 tokens, 63 → 16 messages (summarize; the window "
-        f"reached the compact threshold); {SHORT_COMPACTION}"
+        f"reached the compact threshold); {SHORT_COMPACTION}, so the next automatic one waits "
+        "until the context has grown"
     )
     assert "minimum progress" not in notice.text
+
+
+def test_only_an_automatic_short_compaction_is_said_to_hold_back_the_next() -> None:
+    """The engine waits for growth after a short threshold or background compaction only."""
+    for trigger, waits in (("threshold", True), ("background", True), ("block", False)):
+        notice = NoticeWriter().notice(
+            CompactionFinished(
+                trigger=trigger,
+                before_tokens=9_000,
+                after_tokens=8_500,
+                before_messages=30,
+                after_messages=20,
+                note="freed 500 tokens, less than the minimum progress of 900",
+            )
+        )
+        assert notice is not None and SHORT_COMPACTION in notice.text
+        assert ("waits until the context has grown" in notice.text) is waits
 
 
 def long_message(n: int) -> str:

@@ -80,7 +80,7 @@ def test_show_gives_details_counts_snapshot_summary_and_last_messages(
     out = result.stdout
     assert f"Session {populated_store.session_id}" in out
     assert "title     Fix the slug tests" in out
-    assert '"cwd": "/home/dev/textkit"' in out
+    assert "folder    /home/dev/textkit" in out
     assert "messages  13 (user 4, assistant 4, tool 4, system 1)" in out
     assert "edits     3 (mask 1, summarize 1, drop 1)" in out
     assert "token_usage 4" in out
@@ -90,6 +90,67 @@ def test_show_gives_details_counts_snapshot_summary_and_last_messages(
     assert "Last 5 messages" in out
     assert "step 4: run pytest -k case4" in out
     assert "← shell: 201 lines, 400 chars" in out
+
+
+ENGINE_STATE = {
+    "estimator": {"fit": {"scale": 0.6019540960456647, "evidence": [749144.08], "reports": 13}},
+    "usage": {
+        "calls": 13,
+        "total": {
+            "input_tokens": 48_550,
+            "output_tokens": 2_744,
+            "cache_read_tokens": 30_000,
+            "cache_write_tokens": 1_000,
+        },
+        "cost": 0.4213,
+        "last": {"input_tokens": 4_222, "output_tokens": 227},
+        "growth": [406, 407],
+    },
+    "previous_tail": None,
+    "turn": 9,
+    "restarts": 1,
+    "wind_down_sent": False,
+    "fixed_text": "You are a coding agent working in the user's project through tools.",
+    "tool_deferral": {"uses": 0, "last_used": {}, "activated": []},
+    "learned_window": 7_600,
+}
+"""The engine's state as a session's metadata holds it (what `sessions show` dumped raw)."""
+
+
+def test_show_digests_the_engine_state_instead_of_dumping_it(
+    populated_store: PopulatedStore,
+) -> None:
+    with open_store(populated_store.path) as store:
+        metadata = {"cwd": "/home/dev/textkit", "restart_number": 1, "engine": ENGINE_STATE}
+        store.update_session(populated_store.session_id, metadata=metadata)
+    result = invoke(populated_store, "show", populated_store.session_id)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    for raw in ('"engine"', "estimator", "fixed_text", "0.6019", "wind_down_sent"):
+        assert raw not in out
+    assert "usage     13 model calls · 48,550 tokens in, 2,744 out · 30,000 read from cache" in out
+    assert "last request 4,222 tokens · cost $0.42" in out
+    assert "window    7,600 tokens, learned from the provider's refusal" in out
+    assert "turns     9 · 1 restart" in out
+    assert "metadata  restart_number=1" in out
+
+    data = json.loads(invoke(populated_store, "show", populated_store.session_id, "--json").stdout)
+    assert data["session"]["metadata"]["engine"] == ENGINE_STATE  # machines keep the raw state
+    assert data["usage"]["calls"] == 13 and data["learned_window"] == 7_600
+    assert data["messages"] == {
+        "total": 13,
+        "by_role": {"user": 4, "assistant": 4, "tool": 4, "system": 1},
+    }
+
+
+def test_show_json_of_a_session_the_engine_never_ran(populated_store: PopulatedStore) -> None:
+    data = json.loads(invoke(populated_store, "show", populated_store.session_id, "--json").stdout)
+    assert data["session"]["id"] == populated_store.session_id
+    assert data["usage"] is None and data["learned_window"] is None
+    assert data["snapshot"]["messages"] == 4 and data["snapshot"]["tokens"] == 40_000
+    assert data["edits"] == {"total": 3, "by_kind": {"mask": 1, "summarize": 1, "drop": 1}}
+    assert data["latest_summary"].startswith("## Current Task")
+    assert [m["seq"] for m in data["last_messages"]] == [9, 10, 11, 12, 13]
 
 
 def test_export_to_stdout_is_the_store_jsonl(populated_store: PopulatedStore) -> None:

@@ -29,18 +29,31 @@ from contextfold.events import (
     ToolsDeferred,
 )
 
-__all__ = ["BACKGROUND_TRIGGER", "MANUAL_TRIGGER", "SHORT_COMPACTION", "Notice", "NoticeWriter"]
+__all__ = [
+    "BACKGROUND_TRIGGER",
+    "MANUAL_TRIGGER",
+    "SHORT_COMPACTION",
+    "Notice",
+    "NoticeWriter",
+    "short_compaction",
+]
 
 MANUAL_TRIGGER = "manual"
 """The trigger of a compaction the user asked for (``session.compact()``'s default)."""
 BACKGROUND_TRIGGER = "background"
 """The trigger of a compaction prepared in the engine's worker thread."""
-SHORT_COMPACTION = (
-    "it freed less than a compaction should, so the next automatic one waits until the "
-    "context has grown"
-)
+SHORT_COMPACTION = "it freed less than a compaction should"
 """What a notice adds for a compaction that fell short of the minimum progress (its event's
 ``note`` holds the engine's figures)."""
+_WAITS = ", so the next automatic one waits until the context has grown"
+_WAITING_TRIGGERS = frozenset({"threshold", BACKGROUND_TRIGGER})
+"""Triggers after whose short compaction the engine holds back the next automatic one."""
+
+
+def short_compaction(trigger: str) -> str:
+    """The words for a compaction of ``trigger`` that fell short of the minimum progress."""
+    return SHORT_COMPACTION + (_WAITS if trigger in _WAITING_TRIGGERS else "")
+
 
 _TRIGGERS = {
     "threshold": "the window reached the compact threshold",
@@ -156,7 +169,7 @@ class NoticeWriter:
         if isinstance(event, CompactionFinished):
             steps = ", ".join(event.strategies_run) or "no strategy"
             why = _TRIGGERS.get(event.trigger, event.trigger)
-            short = f"; {SHORT_COMPACTION}" if event.note else ""
+            short = f"; {short_compaction(event.trigger)}" if event.note else ""
             return Notice(
                 f"compacted the context: {event.before_tokens:,} → {event.after_tokens:,} tokens, "
                 f"{event.before_messages} → {event.after_messages} messages ({steps}; {why})"

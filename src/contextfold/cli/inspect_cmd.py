@@ -4,17 +4,24 @@ the order they happened.
 The timeline is built from what the store recorded: ``token_usage`` events (one per model call),
 the context edits, and the compaction events that say what the edits freed
 (``compaction_finished`` lists its edit ids, ``observations_masked`` names its edit). Entries are
-ordered by the time they were recorded; an edit's turn is the turn of the message it follows.
+ordered by the time they were recorded. Calls are numbered from 1 (``call``); an edit, a
+compaction or another event carries the number of the call it came after (``after_call``). How
+many messages an edit took out is read from the view it changed (the transcript replayed in
+order), so a range that starts at an earlier summary is counted too.
+
+``--json`` keeps the keys of earlier versions: ``turn`` is on a call the same number as ``call``
+(the engine's call counter), and on an edit the turn of the message it follows.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from contextfold._engine_window import stored_learned_window
 from contextfold.cli import _render
+from contextfold.cli._notices import BACKGROUND_TRIGGER, short_compaction
 from contextfold.cli._render import JsonFlag
 from contextfold.cli._store import (
     SessionArgument,
@@ -23,15 +30,12 @@ from contextfold.cli._store import (
     open_existing_store,
     store_location,
 )
-from contextfold.edits import (
-    ArchiveEdit,
-    ContextEdit,
-    DropEdit,
-    MaskEdit,
-    SummarizeEdit,
-    edit_action,
-)
+from contextfold.cli._stored_state import learned_window_line
+from contextfold.compaction.pipeline import replaced_by
+from contextfold.edits import ContextEdit, MaskEdit, edit_action
+from contextfold.messages import Message
 from contextfold.store import EditRecord, EventRecord, SessionInfo, SessionStore
+from contextfold.store._replay import replay
 
 __all__ = ["build_timeline", "inspect"]
 
@@ -41,6 +45,21 @@ _NOTABLE_EVENTS = frozenset(
 )
 """Events shown in the timeline besides calls, edits and finished compactions; the rest (output
 truncated/offloaded, tools deferred...) are only counted in the summary."""
+_OTHER_NAMES = {
+    "compaction_failed": "compactions that changed nothing",
+    "session_restarted": "restarts",
+    "overflow_recovered": "overflows recovered",
+    "summarizer_fell_back": "summarizer fallbacks",
+}
+"""How the summary line names each notable event kind (followed by its count)."""
+NUMBERING_NOTE = (
+    "call: the number of the model call in this session (1 = the first); edits and compactions "
+    "are listed where they happened, between calls"
+)
+"""The line under the session header that says what the first column counts."""
+UNUSED_BACKGROUND = "a compaction prepared in the background was not used"
+"""The quiet note for a background compaction that ended unused (stale, short, or the session
+closed first); nothing happened to the context."""
 
 
 def inspect(
@@ -82,12 +101,10 @@ def inspect(
 def build_timeline(store: SessionStore, session_id: str) -> list[dict[str, Any]]:
     """The session's calls, edits, compactions and notable events as JSON-ready dicts, in the
     order they were recorded."""
-    seq_of: dict[str, int] = {}
-    turn_at: dict[int, int | None] = {}
-    for seq, message in store.iter_messages(session_id):
-        seq_of[message.id] = seq
-        turn_at[seq] = message.meta.turn
+    messages = list(store.iter_messages(session_id))
+    turn_at = {seq: message.meta.turn for seq, message in messages}
     edits = list(store.iter_edits(session_id))
+    taken_out = _messages_taken_out(messages, edits)
     events = list(store.iter_events(session_id))
     freed_by_edit = {
         str(e.data.get("edit_id")): int(e.data.get("freed_tokens", 0))
@@ -102,7 +119,7 @@ def build_timeline(store: SessionStore, session_id: str) -> list[dict[str, Any]]
                 compaction_of[edit_id] = ids
     entries: list[tuple[float, dict[str, Any]]] = []
     for record in edits:
-        row = _edit_row(record, seq_of, turn_at)
+        row = _edit_row(record, taken_out, turn_at)
         edit_id = record.edit.id
         if edit_id in freed_by_edit:
             row["freed_tokens"] = freed_by_edit[edit_id]
@@ -118,8 +135,22 @@ def build_timeline(store: SessionStore, session_id: str) -> list[dict[str, Any]]
     # Stable sort: at equal times an edit comes before the event that reports it.
     entries.sort(key=lambda pair: pair[0])
     timeline = [row for _, row in entries]
-    _fill_edit_turns(timeline)
+    _number_calls(timeline)
     return timeline
+
+
+def _messages_taken_out(
+    messages: Sequence[tuple[int, Message]], edits: Sequence[EditRecord]
+) -> dict[str, int]:
+    """How many messages of the view each edit replaced or removed, by edit id, from the
+    transcript replayed in order (as the engine built the view)."""
+    counts: dict[str, int] = {}
+
+    def count(record: EditRecord, before: list[Message], after: list[Message]) -> None:
+        counts[record.edit.id] = len(replaced_by(before, after))
+
+    replay([], messages, edits, on_edit=count)
+    return counts
 
 
 def _event_time(event: EventRecord) -> float:
@@ -135,10 +166,10 @@ def _compaction_freed(events: Iterable[EventRecord], edit_id: str) -> int | None
 
 
 def _edit_row(
-    record: EditRecord, seq_of: Mapping[str, int], turn_at: Mapping[int, int | None]
+    record: EditRecord, taken_out: Mapping[str, int], turn_at: Mapping[int, int | None]
 ) -> dict[str, Any]:
     edit = record.edit
-    count, unit = _edit_size(edit, seq_of)
+    count, unit = _edit_size(edit, taken_out)
     return {
         "type": "edit",
         "number": record.number,
@@ -157,17 +188,11 @@ def _edit_kind(edit: ContextEdit) -> str:
     return edit_action(edit)
 
 
-def _edit_size(edit: ContextEdit, seq_of: Mapping[str, int]) -> tuple[int | None, str]:
+def _edit_size(edit: ContextEdit, taken_out: Mapping[str, int]) -> tuple[int | None, str]:
     """How much the edit took out of the view, and of what (``"result"`` or ``"message"``)."""
     if isinstance(edit, MaskEdit):
         return len(edit.items), "result"
-    if isinstance(edit, ArchiveEdit | DropEdit):
-        return len(edit.message_ids), "message"
-    assert isinstance(edit, SummarizeEdit)
-    first, last = seq_of.get(edit.first_id), seq_of.get(edit.last_id)
-    if first is None or last is None:
-        return None, "message"  # the range starts or ends at an earlier summary
-    return last - first + 1, "message"
+    return taken_out.get(edit.id), "message"
 
 
 def _event_row(event: EventRecord) -> dict[str, Any] | None:
@@ -197,20 +222,31 @@ def _event_row(event: EventRecord) -> dict[str, Any] | None:
             "freed_tokens": before - after,
             "strategies": list(data.get("strategies_run", ())),
             "edits": len(data.get("edit_ids", ())),
+            "note": str(data.get("note", "")),
         }
     if kind in _NOTABLE_EVENTS:
         details = {k: v for k, v in data.items() if k != "at"}
-        return {"type": kind, "details": details}
+        row: dict[str, Any] = {"type": kind, "details": details}
+        if kind == "compaction_failed" and data.get("trigger") == BACKGROUND_TRIGGER:
+            row["unused"] = True  # prepared in the worker and never taken: nothing happened
+        return row
     return None
 
 
-def _fill_edit_turns(timeline: list[dict[str, Any]]) -> None:
-    """An edit whose message recorded no turn gets the turn of the call before it."""
+def _number_calls(timeline: list[dict[str, Any]]) -> None:
+    """Number the calls (``call``) and give every other row the call it came after
+    (``after_call``, 0 before the first); an edit whose message recorded no turn gets the turn
+    of the call before it, as before."""
+    calls = 0
     turn = None
     for row in timeline:
         if row["type"] == "call":
+            calls += 1
+            row["call"] = calls
             turn = row["turn"]
-        elif row["type"] == "edit" and row["turn"] is None:
+            continue
+        row["after_call"] = calls
+        if row["type"] == "edit" and row["turn"] is None:
             row["turn"] = turn
 
 
@@ -228,6 +264,7 @@ def _summarize(timeline: list[dict[str, Any]]) -> dict[str, Any]:
         if peak is None
         else {
             "turn": peak["turn"],
+            "call": peak["call"],
             "context_tokens": peak["context_tokens"],
             "window": peak["window"],
             "window_share": peak["window_share"],
@@ -236,6 +273,7 @@ def _summarize(timeline: list[dict[str, Any]]) -> dict[str, Any]:
         "compactions": len(compactions),
         "compaction_freed_tokens": sum(r["freed_tokens"] for r in compactions),
         "other": dict(Counter(r["type"] for r in timeline if r["type"] in _NOTABLE_EVENTS)),
+        "unused_background_compactions": sum(1 for r in timeline if r.get("unused")),
     }
 
 
@@ -260,16 +298,14 @@ def _print(info: SessionInfo, timeline: list[dict[str, Any]], summary: dict[str,
     title = f" — {info.title}" if info.title else ""
     out.print(f"[bold]{_render.escape(info.id + title)}[/bold]")
     out.print(f"  {info.model or 'model not recorded'} · {info.message_count:,} messages")
-    learned = stored_learned_window(info.metadata)
-    if learned is not None:
-        out.print(
-            f"  window: {learned:,} tokens, the limit the provider stated when it refused a "
-            "request (requests are planned against it)"
-        )
+    window = learned_window_line(info.metadata)
+    if window is not None:
+        out.print(f"  window: {window}")
     if not timeline:
         out.print("  Nothing recorded yet: no model calls, edits or compactions.")
         return
-    numeric = ("turn", "input", "output", "cache r/w", "context", "window")
+    out.print(f"[dim]{NUMBERING_NOTE}[/dim]")
+    numeric = ("call", "input", "output", "cache r/w", "context", "window")
     table = _render.table(*numeric, "event", numeric=numeric)
     for column in table.columns[:-1]:
         column.no_wrap = True  # the description wraps, the figures never do
@@ -283,12 +319,11 @@ def _print(info: SessionInfo, timeline: list[dict[str, Any]], summary: dict[str,
 def _cells(row: dict[str, Any]) -> tuple[str, ...]:
     """The table cells of one timeline entry: the figures of a call, or a described event."""
     fmt = _render.format_int
-    turn = "" if row.get("turn") is None else str(row["turn"])
     kind = row["type"]
     if kind == "call":
         cache = f"{fmt(row['cache_read_tokens'])}/{fmt(row['cache_write_tokens'])}"
         return (
-            turn,
+            str(row["call"]),
             fmt(row["input_tokens"]),
             fmt(row["output_tokens"]),
             cache,
@@ -298,19 +333,26 @@ def _cells(row: dict[str, Any]) -> tuple[str, ...]:
         )
     if kind == "edit":
         what = f"[cyan]edit #{row['number']} {row['label']}[/cyan]: {_edit_note(row)}"
-        return (turn, "", "", "", "", "", what)
+        return ("", "", "", "", "", "", what)
     if kind == "compaction":
         strategies = _render.escape(", ".join(row["strategies"]) or "no strategy")
         trigger = _render.escape(str(row["trigger"]))
+        short = f"; {short_compaction(str(row['trigger']))}" if row["note"] else ""
         what = (
             f"[magenta]compaction ({trigger})[/magenta]: {row['before_tokens']:,} → "
-            f"{row['after_tokens']:,}, freed {row['freed_tokens']:,} ({strategies})"
+            f"{row['after_tokens']:,}, freed {row['freed_tokens']:,} ({strategies}){short}"
         )
         return ("", "", "", "", fmt(row["after_tokens"]), "", what)
-    details = _render.escape(
-        _render.shorten(", ".join(f"{k}={v}" for k, v in row["details"].items()), 120)
-    )
-    return ("", "", "", "", "", "", f"[yellow]{kind}[/yellow]: {details}")
+    details = row["details"]
+    if row.get("unused"):  # the reason stays in --json: it is the engine's, not the user's
+        return ("", "", "", "", "", "", f"[dim]{UNUSED_BACKGROUND}[/dim]")
+    if kind == "compaction_failed":
+        trigger = _render.escape(str(details.get("trigger")))
+        reason = _render.escape(str(details.get("reason", "")))
+        what = f"[yellow]compaction ({trigger}) changed nothing[/yellow]: {reason}"
+        return ("", "", "", "", "", "", what)
+    listed = _render.escape(_render.shorten(", ".join(f"{k}={v}" for k, v in details.items()), 120))
+    return ("", "", "", "", "", "", f"[yellow]{kind}[/yellow]: {listed}")
 
 
 def _edit_note(row: dict[str, Any]) -> str:
@@ -328,7 +370,7 @@ def _summary_line(summary: dict[str, Any]) -> str:
     peak = summary["peak"]
     if peak is not None:
         share = _render.format_share(peak["context_tokens"], peak["window"])
-        parts.append(f"peak {peak['context_tokens']:,} tokens ({share}) at turn {peak['turn']}")
+        parts.append(f"peak {peak['context_tokens']:,} tokens ({share}) at call {peak['call']}")
     edits = summary["edits"]
     if edits:
         by_kind = ", ".join(f"{kind} {n}" for kind, n in edits.items())
@@ -339,5 +381,8 @@ def _summary_line(summary: dict[str, Any]) -> str:
         compactions = _render.plural(summary["compactions"], "compaction")
         parts.append(f"{compactions} freed {summary['compaction_freed_tokens']:,} tokens")
     for kind, n in summary["other"].items():
-        parts.append(f"{kind} {n}")
+        if kind == "compaction_failed":
+            n -= summary["unused_background_compactions"]  # a quiet note, not a failure
+        if n:
+            parts.append(f"{_OTHER_NAMES[kind]}: {n:,}")
     return "summary: " + " · ".join(parts)

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 
+from contextfold._engine_window import stored_learned_window
 from contextfold._exceptions import UsageError
 from contextfold._private_files import open_private
 from contextfold.cli import _render
@@ -24,9 +27,10 @@ from contextfold.cli._store import (
     open_existing_store,
     store_location,
 )
+from contextfold.cli._stored_state import ENGINE_KEY, StoredUsage, learned_window_line
 from contextfold.edits import ContextEdit, MaskEdit, SummarizeEdit
 from contextfold.messages import Message, SummaryPart
-from contextfold.store import EditRecord, SessionInfo
+from contextfold.store import EditRecord, SessionInfo, Snapshot
 
 __all__ = ["DEFAULT_LIST_LIMIT", "LAST_MESSAGES", "SUMMARY_PREVIEW_LINES", "app", "describe"]
 
@@ -37,6 +41,8 @@ LAST_MESSAGES = 5
 SUMMARY_PREVIEW_LINES = 12
 """Lines of the latest compaction summary ``sessions show`` prints."""
 _PREVIEW_CHARS = 100
+_CWD_KEY = "cwd"
+"""The metadata key chat and run record the working folder under."""
 
 app = CommandGroup(help="List, show, export and delete stored sessions.")
 
@@ -84,8 +90,11 @@ def list_sessions(
 
 
 @app.command("show")
-def show(session_id: SessionArgument, store: StoreOption = None) -> None:
-    """Show one session: its details, what it holds, its snapshot and its last messages.
+def show(session_id: SessionArgument, store: StoreOption = None, as_json: JsonFlag = False) -> None:
+    """Show one session: its details, usage, what it holds, its snapshot and its last messages.
+
+    --json gives the same as JSON, with the session's metadata as stored (the engine's saved
+    state included).
 
     Example:
 
@@ -102,42 +111,105 @@ def show(session_id: SessionArgument, store: StoreOption = None) -> None:
         edits = list(opened.iter_edits(session_id))
         events = Counter(e.event_type for e in opened.iter_events(session_id))
         snapshot = opened.load_snapshot(session_id)
-    out = _render.console()
-    out.print(f"[bold]Session {_render.escape(info.id)}[/bold]")
-    details = [
-        ("title", info.title or "—"),
-        ("model", info.model or "—"),
-        ("parent", info.parent_id or "—"),
-        ("created", _render.format_time(info.created)),
-        ("updated", _render.format_time(info.updated)),
-    ]
-    if info.metadata:
-        details.append(("metadata", json.dumps(dict(info.metadata), ensure_ascii=False)))
-    for name, value in details:
-        out.print(f"  {name:<9} {_render.escape(value)}")
-    out.print(f"  {'messages':<9} {_counts(info.message_count, roles)}")
-    out.print(f"  {'edits':<9} {_counts(len(edits), Counter(_edit_kind(r.edit) for r in edits))}")
-    out.print(f"  {'events':<9} {_counts(sum(events.values()), events)}")
-    if snapshot is None:
-        out.print(f"  {'snapshot':<9} none (never compacted; resuming replays the transcript)")
+    shown = _Shown(
+        info,
+        roles,
+        Counter(_edit_kind(r.edit) for r in edits),
+        events,
+        snapshot,
+        _latest_summary(snapshot.view if snapshot else (), edits),
+        list(last),
+    )
+    if as_json:
+        _render.print_json(shown.to_json())
     else:
-        out.print(
-            f"  {'snapshot':<9} {len(snapshot.view):,} messages, {snapshot.token_count:,} tokens, "
-            f"as of message {snapshot.last_seq:,} and edit {snapshot.last_edit:,} "
-            f"({_render.format_time(snapshot.created)})"
-        )
-    summary = _latest_summary(snapshot.view if snapshot else (), edits)
-    if summary:
-        out.print("[bold]Latest summary[/bold]")
-        lines = summary.splitlines()
-        for line in lines[:SUMMARY_PREVIEW_LINES]:
-            out.print("  " + _render.escape(line), soft_wrap=True)
-        if len(lines) > SUMMARY_PREVIEW_LINES:
-            out.print(f"  [dim]… {len(lines) - SUMMARY_PREVIEW_LINES} more lines[/dim]")
-    if last:
-        out.print(f"[bold]Last {len(last)} messages[/bold]")
-        for seq, message in last:
-            out.print(f"  {seq:>5} {message.role:<9} " + _render.escape(describe(message)))
+        shown.print(_render.console())
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """What ``sessions show`` read from the store, and its two forms."""
+
+    info: SessionInfo
+    roles: Counter[str]
+    edits: Counter[str]
+    events: Counter[str]
+    snapshot: Snapshot | None
+    summary: str
+    last: list[tuple[int, Message]]
+
+    def print(self, out: Console) -> None:
+        info = self.info
+        usage = StoredUsage.from_metadata(info.metadata)
+        out.print(f"[bold]Session {_render.escape(info.id)}[/bold]")
+        details = [
+            ("title", info.title or "—"),
+            ("model", info.model or "—"),
+            ("parent", info.parent_id or "—"),
+            ("created", _render.format_time(info.created)),
+            ("updated", _render.format_time(info.updated)),
+        ]
+        if isinstance(info.metadata.get(_CWD_KEY), str):
+            details.append(("folder", info.metadata[_CWD_KEY]))
+        if usage is not None:
+            details += [("usage", usage.usage_line()), ("turns", usage.turns_line())]
+        window = learned_window_line(info.metadata)
+        if window is not None:
+            details.append(("window", window))
+        other = _other_metadata(info.metadata)
+        if other:
+            details.append(("metadata", other))
+        for name, value in details:
+            out.print(f"  {name:<9} {_render.escape(value)}")
+        out.print(f"  {'messages':<9} {_counts(info.message_count, self.roles)}")
+        out.print(f"  {'edits':<9} {_counts(sum(self.edits.values()), self.edits)}")
+        out.print(f"  {'events':<9} {_counts(sum(self.events.values()), self.events)}")
+        snapshot = self.snapshot
+        if snapshot is None:
+            out.print(f"  {'snapshot':<9} none (never compacted; resuming replays the transcript)")
+        else:
+            out.print(
+                f"  {'snapshot':<9} {len(snapshot.view):,} messages, {snapshot.token_count:,} "
+                f"tokens, as of message {snapshot.last_seq:,} and edit {snapshot.last_edit:,} "
+                f"({_render.format_time(snapshot.created)})"
+            )
+        if self.summary:
+            out.print("[bold]Latest summary[/bold]")
+            lines = self.summary.splitlines()
+            for line in lines[:SUMMARY_PREVIEW_LINES]:
+                out.print("  " + _render.escape(line), soft_wrap=True)
+            if len(lines) > SUMMARY_PREVIEW_LINES:
+                out.print(f"  [dim]… {len(lines) - SUMMARY_PREVIEW_LINES} more lines[/dim]")
+        if self.last:
+            out.print(f"[bold]Last {len(self.last)} messages[/bold]")
+            for seq, message in self.last:
+                out.print(f"  {seq:>5} {message.role:<9} " + _render.escape(describe(message)))
+
+    def to_json(self) -> dict[str, Any]:
+        usage = StoredUsage.from_metadata(self.info.metadata)
+        snapshot = self.snapshot
+        return {
+            "session": _session_json(self.info),
+            "usage": usage.to_json() if usage is not None else None,
+            "learned_window": stored_learned_window(self.info.metadata),
+            "messages": {"total": self.info.message_count, "by_role": dict(self.roles)},
+            "edits": {"total": sum(self.edits.values()), "by_kind": dict(self.edits)},
+            "events": {"total": sum(self.events.values()), "by_type": dict(self.events)},
+            "snapshot": None
+            if snapshot is None
+            else {
+                "messages": len(snapshot.view),
+                "tokens": snapshot.token_count,
+                "last_seq": snapshot.last_seq,
+                "last_edit": snapshot.last_edit,
+                "created": snapshot.created,
+            },
+            "latest_summary": self.summary or None,
+            "last_messages": [
+                {"seq": seq, "role": m.role, "id": m.id, "text": describe(m)}
+                for seq, m in self.last
+            ],
+        }
 
 
 @app.command("export")
@@ -238,6 +310,18 @@ def _session_json(info: SessionInfo) -> dict[str, object]:
         "messages": info.message_count,
         "metadata": dict(info.metadata),
     }
+
+
+def _other_metadata(metadata: Mapping[str, Any]) -> str:
+    """The metadata a caller set, as ``key=value`` pairs (the engine's state and the working
+    folder have lines of their own)."""
+    pairs = []
+    for key, value in metadata.items():
+        if key == ENGINE_KEY or (key == _CWD_KEY and isinstance(value, str)):
+            continue
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        pairs.append(f"{key}={_render.shorten(text, _PREVIEW_CHARS)}")
+    return ", ".join(pairs)
 
 
 def _counts(total: int, by: Counter[str]) -> str:

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from contextfold.edits import apply_edit
 from contextfold.messages import Message
 from contextfold.store._records import EditRecord
 
-__all__ = ["replay", "snapshot_point_problem"]
+__all__ = ["EditObserver", "replay", "snapshot_point_problem"]
+
+
+EditObserver = Callable[[EditRecord, list[Message], list[Message]], None]
+"""Called with each edit as :func:`replay` applies it, and the view before and after it."""
 
 
 def replay(
     view: Sequence[Message],
     messages: Iterable[tuple[int, Message]],
     edits: Sequence[EditRecord],
+    *,
+    on_edit: EditObserver | None = None,
 ) -> tuple[list[Message], int]:
     """``view`` continued by ``messages`` and ``edits`` in transcript order; and how many
     messages were read.
@@ -23,20 +29,30 @@ def replay(
     An edit recorded with ``after_seq = k`` applies after message ``k`` and before ``k + 1``, so
     a view rebuilt from a snapshot equals the view rebuilt from the whole transcript.
     Agent-invisible messages stay out of the view, as in :func:`contextfold.edits.apply_edits`.
+    ``on_edit`` sees each edit with the view it changed (``contextfold inspect`` counts what
+    each one took out).
     """
     out = list(view)
     # Edits are numbered in the order they were recorded, so their after_seq never decreases;
     # sorting by it anyway keeps a hand-edited database from reordering the replay silently.
     pending = deque(sorted(edits, key=lambda r: (r.after_seq, r.number)))
+
+    def apply_next() -> None:
+        nonlocal out
+        record = pending.popleft()
+        before, out = out, apply_edit(out, record.edit)
+        if on_edit is not None:
+            on_edit(record, before, out)
+
     read = 0
     for seq, message in messages:
         while pending and pending[0].after_seq < seq:
-            out = apply_edit(out, pending.popleft().edit)
+            apply_next()
         if message.meta.agent_visible:
             out.append(message)
         read += 1
     while pending:
-        out = apply_edit(out, pending.popleft().edit)
+        apply_next()
     return out, read
 
 
