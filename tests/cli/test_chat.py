@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -24,6 +25,7 @@ from contextfold import Message, ScriptedModel, ToolCallPart
 from contextfold.cli import _agent_setup as agent_setup
 from contextfold.cli import app
 from contextfold.cli._approval import APPROVAL_SPARE_ROWS
+from contextfold.cli._busy import BUSY_TEXT
 from contextfold.store import open_store
 
 runner = CliRunner()
@@ -172,6 +174,42 @@ def test_the_pty_chat_completes_slash_commands(terminal: Terminal) -> None:
     assert terminal.close() == 0
 
 
+SPINNER_FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+"""The frames of rich's ``dots`` spinner, the busy indicator's."""
+
+
+def test_the_pty_chat_shows_that_the_model_is_working(
+    scripted_terminal: Callable[[list[Any]], Terminal],
+) -> None:
+    terminal = scripted_terminal([{"answer": "All done, slowly.", "delay": 1.5}])
+    terminal.say("take your time")
+    waited = terminal.expect("All done, slowly.")
+    assert BUSY_TEXT in waited  # shown while the model worked...
+    assert any(frame in waited for frame in SPINNER_FRAMES)
+    after = terminal.expect(" · /help")  # ...and gone before the reply and the next prompt
+    assert BUSY_TEXT not in after
+    terminal.child.sendline("/quit")  # the prompt is drawn: `say` would wait for another
+    terminal.expect("is saved; continue it with")
+    assert terminal.close() == 0
+
+
+def test_the_pty_spinner_stops_before_an_approval_question(
+    scripted_terminal: Callable[[list[Any]], Terminal], project: Path
+) -> None:
+    write = {"tool": "write_file", "args": {"path": "notes.txt", "content": "hi\n"}}
+    terminal = scripted_terminal([{**write, "delay": 1.5}, {"answer": "Written.", "delay": 1.5}])
+    terminal.say("write the notes")
+    waited = terminal.expect("write_file wants to")
+    assert BUSY_TEXT in waited
+    question = terminal.expect("Allow?")
+    assert BUSY_TEXT not in question
+    terminal.child.sendline("y")
+    assert BUSY_TEXT in terminal.expect("Written.")  # working again on the result
+    terminal.say("/quit")
+    assert terminal.close() == 0
+    assert (project / "notes.txt").read_text() == "hi\n"
+
+
 # -- through a pipe --------------------------------------------------------------------------------
 
 
@@ -219,6 +257,21 @@ def test_sessions_resume_and_restart(project: Path) -> None:
     assert "◆ restarted the session (on request)" in out
     child = re.search(r"continuing in (ses_\w+)", out).group(1)
     assert f"--resume {child}" in out  # the chat ends in the child session
+
+
+def test_a_piped_chat_shows_no_busy_indicator(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def slow(request: Any) -> str:
+        time.sleep(0.5)  # several spinner frames, were one drawn
+        return "Done."
+
+    script(monkeypatch, slow)
+    result = chat("take your time", "/quit")
+    assert result.exit_code == 0, result.output
+    assert "Done." in result.stdout
+    assert BUSY_TEXT not in result.output
+    assert not any(frame in result.output for frame in SPINNER_FRAMES)
 
 
 def test_ask_mode_asks_and_a_no_reaches_the_model(

@@ -2,13 +2,16 @@
 
 Each model call opens with a gutter showing how full the window was for that request
 (`` 38% ``, coloured by zone), so the reader sees the context fill up and shrink as the run goes.
-Notices (masking, offloads, compaction...) appear where they happen, marked with ``◆``.
+Notices (masking, offloads, compaction...) appear where they happen, marked with ``◆``. Given a
+:class:`~contextfold.cli._busy.BusyIndicator` (the chat on a terminal), the printer shows it
+while the model works and takes it away before printing anything.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from rich.console import Console
@@ -16,6 +19,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from contextfold.agent import AgentHooks
+from contextfold.cli._busy import BusyIndicator
 from contextfold.cli._meter import ZONE_STYLES, MeterTracker
 from contextfold.cli._notices import NoticeWriter
 from contextfold.cli._render import printable, shorten
@@ -107,7 +111,8 @@ class TranscriptPrinter:
     ``stream`` shows reply text as it arrives; ``one_line`` prints each tool call with its result
     on one line once it is done (a tidy log) instead of the call first (live, for a terminal);
     ``show_final`` false leaves the final answer for the caller to print (``run`` puts it alone
-    on stdout).
+    on stdout). ``busy`` is shown from :meth:`model_working` until the model's reply or a tool
+    call prints; notices in between pause it.
     """
 
     def __init__(
@@ -118,8 +123,10 @@ class TranscriptPrinter:
         stream: bool = False,
         one_line: bool = False,
         show_final: bool = True,
+        busy: BusyIndicator | None = None,
     ) -> None:
         self.console = console
+        self.busy = busy
         self.meter = meter
         self.stream = stream
         self.one_line = one_line
@@ -158,7 +165,21 @@ class TranscriptPrinter:
     def line(self, markup: str, *, gutter: str | None = None) -> None:
         """Print markup after the gutter, wrapped lines indented under the text."""
         lead = self._gutter() if gutter is None else gutter
-        print_wrapped(self.console, markup, lead=lead, indent=GUTTER_WIDTH)
+        with self._busy_paused():
+            print_wrapped(self.console, markup, lead=lead, indent=GUTTER_WIDTH)
+
+    def model_working(self) -> None:
+        """The model is at work: show the busy indicator, if there is one."""
+        if self.busy is not None:
+            self.busy.start()
+
+    def idle(self) -> None:
+        """Nothing is at work any more (or something else must print): take the indicator away."""
+        if self.busy is not None:
+            self.busy.stop()
+
+    def _busy_paused(self) -> AbstractContextManager[None]:
+        return self.busy.paused() if self.busy is not None else nullcontext()
 
     def event(self, event: Event) -> None:
         """Show the notice for an engine event (if it has one)."""
@@ -175,6 +196,7 @@ class TranscriptPrinter:
     def finish(self) -> None:
         """End the run's output: close a reply cut short (an interrupt mid-stream), flush held
         notices, and start the next run afresh."""
+        self.idle()
         if self._streamed:
             self.console.print()
         for text in self._pending:
@@ -185,6 +207,7 @@ class TranscriptPrinter:
     # -- hooks: each model reply opens a new step, and with it a new gutter -----------------
 
     def _delta(self, text: str) -> None:
+        self.idle()  # the reply itself shows the model at work
         if not self._streamed:
             self._step_open = False
             self.console.print(self._gutter(), end="", highlight=False)
@@ -192,6 +215,7 @@ class TranscriptPrinter:
         self.console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
 
     def _response(self, response: ChatResponse) -> None:
+        self.idle()
         final = not response.tool_calls
         if self._streamed:
             self.console.print()
@@ -202,6 +226,7 @@ class TranscriptPrinter:
         self._streamed = False
 
     def _tool_call(self, call: ToolCallPart) -> None:
+        self.idle()  # the tool runs now, and may ask for approval
         self._in_tool = True
         if not self.one_line:
             self.line(f"[dim]→[/dim] {escape(describe_call(call))}")
@@ -218,3 +243,4 @@ class TranscriptPrinter:
             self._pending.clear()
         else:
             self.line(f"  {mark} [dim]{escape(summary)}[/dim]")
+        self.model_working()  # the model reads the result next (a further call stops it)

@@ -28,6 +28,7 @@ from contextfold.agent import run_agent
 from contextfold.budget import Zone
 from contextfold.cli._agent_setup import Agent
 from contextfold.cli._approval import ApprovalPrompt
+from contextfold.cli._busy import BusyIndicator
 from contextfold.cli._history import PrivateFileHistory
 from contextfold.cli._meter import MeterTracker, bar
 from contextfold.cli._printer import TranscriptPrinter
@@ -98,9 +99,16 @@ class ChatRepl:
         self.interactive = interactive
         self._stdin = stdin or sys.stdin
         meter = MeterTracker(session)
-        # On a terminal, calls print as they start (a command may take a while); in a pipe each
-        # call prints once with its result, which reads better in a log.
-        printer = TranscriptPrinter(out, meter, stream=interactive, one_line=not interactive)
+        # On a terminal, calls print as they start (a command may take a while) and a spinner
+        # shows while the model works; in a pipe each call prints once with its result, which
+        # reads better in a log, and nothing spins.
+        printer = TranscriptPrinter(
+            out,
+            meter,
+            stream=interactive,
+            one_line=not interactive,
+            busy=BusyIndicator(out) if interactive else None,
+        )
         self.state = ChatState(session, agent.toolbox, out, meter, printer)
         relay.target = printer.event
         self._approval = ApprovalPrompt(
@@ -167,17 +175,23 @@ class ChatRepl:
 
     def _task(self, text: str) -> None:
         agent = self.agent
-        result = run_agent(
-            self.session,
-            agent.model,
-            agent.toolbox,
-            text,
-            system=agent.system,
-            max_steps=agent.max_steps,
-            # Engine events reach the printer through the relay, also outside a run (/compact).
-            hooks=self.state.printer.hooks(events=False),
-        )
-        self.state.printer.finish()
+        printer = self.state.printer
+        printer.model_working()
+        try:
+            result = run_agent(
+                self.session,
+                agent.model,
+                agent.toolbox,
+                text,
+                system=agent.system,
+                max_steps=agent.max_steps,
+                # Engine events reach the printer through the relay, also outside a run
+                # (/compact).
+                hooks=printer.hooks(events=False),
+            )
+        finally:
+            printer.idle()  # a model error is printed next, then the prompt
+        printer.finish()
         if result.stop == "interrupted":
             self.out.print("[yellow]Stopped.[/yellow] The transcript keeps what was done so far.")
         elif result.stop == "max_steps":
@@ -203,6 +217,7 @@ class ChatRepl:
     def approve(self, tool_name: str, summary: str) -> bool:
         """Ask the user whether a write or command may run (the ``ask`` approval mode), once
         they have been shown all of ``summary`` (paged on a terminal)."""
+        self.state.printer.idle()  # never a spinner over the question
         return self._approval(tool_name, summary)
 
     def _approval_answer(self, question: str) -> str:
