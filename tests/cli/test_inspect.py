@@ -103,25 +103,28 @@ def test_json_timeline(populated_store: PopulatedStore) -> None:
     assert data["session"]["messages"] == 13
 
 
-def test_single_edit_compaction_credits_the_edit(populated_store: PopulatedStore) -> None:
-    from contextfold.edits import ArchiveEdit
-    from contextfold.events import CompactionFinished, StoreSink
-
-    with open_store(populated_store.path) as store:
+def archive_t4(store: PopulatedStore, *, trigger: str, note: str = "") -> None:
+    """A compaction after turn 4 that archived its tool result (42,000 -> 41,000 tokens)."""
+    with open_store(store.path) as opened:
         archive = ArchiveEdit(("t4",), created_at=2_000.0)
-        store.append_edit(populated_store.session_id, archive)
-        StoreSink(store).emit(
+        opened.append_edit(store.session_id, archive)
+        StoreSink(opened).emit(
             CompactionFinished(
-                session_id=populated_store.session_id,
+                session_id=store.session_id,
                 at=2_001.0,
-                trigger="manual",
+                trigger=trigger,
                 before_tokens=42_000,
                 after_tokens=41_000,
                 before_messages=13,
                 after_messages=12,
                 edit_ids=(archive.id,),
+                note=note,
             )
         )
+
+
+def test_single_edit_compaction_credits_the_edit(populated_store: PopulatedStore) -> None:
+    archive_t4(populated_store, trigger="manual")
     out = inspect_output(populated_store)
     (row,) = [line for line in out.splitlines() if "edit #4 archive" in line]
     assert row.split()[0] == "edit"  # the call column numbers calls only
@@ -187,22 +190,7 @@ def test_a_compaction_short_of_the_minimum_shows_as_a_compaction(
     populated_store: PopulatedStore,
 ) -> None:
     reason = "freed 1000 tokens, less than the minimum progress of 10000 (10% of a ...)"
-    with open_store(populated_store.path) as store:
-        archive = ArchiveEdit(("t4",), created_at=2_000.0)
-        store.append_edit(populated_store.session_id, archive)
-        StoreSink(store).emit(
-            CompactionFinished(
-                session_id=populated_store.session_id,
-                at=2_001.0,
-                trigger="threshold",
-                before_tokens=42_000,
-                after_tokens=41_000,
-                before_messages=13,
-                after_messages=12,
-                edit_ids=(archive.id,),
-                note=reason,
-            )
-        )
+    archive_t4(populated_store, trigger="threshold", note=reason)
     out = inspect_output(populated_store)
     (row,) = [line for line in out.splitlines() if "42,000 → 41,000" in line]
     assert "compaction (threshold)" in row and "compaction_failed" not in out

@@ -49,6 +49,11 @@ WAL_RESET_SETTING = "sqlite.warn_wal_reset"
 """The setting that silences the WAL-reset warning on store creation."""
 WAL_RESET_ENV = "CONTEXTFOLD_SQLITE__WARN_WAL_RESET"
 """The environment variable for :data:`WAL_RESET_SETTING`."""
+WAL_RESET_SILENCE = (
+    f"set {WAL_RESET_SETTING} = false (in contextfold.toml: [sqlite] warn_wal_reset = false) "
+    f"or {WAL_RESET_ENV}=0"
+)
+"""How to stop the WAL-reset warning a new store gives, in words that follow "to stop it,"."""
 
 StoreOption = Annotated[
     str | None,
@@ -99,13 +104,6 @@ def store_location(option: str | None) -> StoreLocation:
 def warn_wal_reset(settings: Settings) -> bool:
     """Whether creating a SQLite store may say that this SQLite has the WAL-reset bug."""
     return bool(settings.get(WAL_RESET_SETTING, True))
-
-
-WAL_RESET_SILENCE = (
-    f"set {WAL_RESET_SETTING} = false (in contextfold.toml: [sqlite] warn_wal_reset = false) "
-    f"or {WAL_RESET_ENV}=0"
-)
-"""How to stop the WAL-reset warning a new store gives, in words that follow "to stop it,"."""
 
 
 def wal_reset_notice() -> str:

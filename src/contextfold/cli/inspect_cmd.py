@@ -69,10 +69,11 @@ def inspect(
 ) -> None:
     """Show a session's timeline: tokens per model call and every context edit.
 
-    For each call: the turn, input and output tokens, cache reads and writes, the context size
-    after it and its share of the window. For each edit (mask batch, truncate, clear, archive,
-    summarize, drop): how many results or messages it took out, and the tokens it freed when a
-    compaction event recorded that. A summary follows: peak usage and edits by kind.
+    For each model call, numbered from 1: input and output tokens, cache reads and writes, the
+    context size after it and its share of the window. Between the calls, each edit (mask batch,
+    truncate, clear, archive, summary, drop): how many results or messages it took out, and the
+    tokens it freed when a compaction event recorded that; and each compaction. A summary
+    follows: peak usage and edits by kind.
 
     Example:
 
