@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 import threading
 import time
 import warnings
@@ -86,8 +87,21 @@ def _warn_wal_reset(location: str) -> None:
         f"{location}: new session store. {wal_reset_explanation()} (warn_wal_reset=False "
         "silences this notice.)",
         SQLiteVersionWarning,
-        stacklevel=3,  # the line that made the store
+        stacklevel=_outside_package(),
     )
+
+
+def _outside_package() -> int:
+    """The ``stacklevel`` of the first caller outside contextfold (``ContextEngine(store=...)``
+    or ``open_store(...)`` in the user's code), so the warning names the user's line."""
+    frame = sys._getframe(2)  # the caller of warnings.warn's caller
+    level = 2
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith(
+        "contextfold."
+    ):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 class _SQLiteCursor:
