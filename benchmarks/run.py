@@ -57,6 +57,12 @@ class Benchmark:
 
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
+        "architecture",
+        False,
+        "import cycles, files one agent turn runs, public API size, longest functions (counts)",
+        "< 1",
+    ),
+    Benchmark(
         "token_accuracy",
         True,
         "token estimates vs DeepSeek's billed prompt tokens (vs count_tokens_approximately)",
