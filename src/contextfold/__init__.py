@@ -80,6 +80,7 @@ from contextfold.engine import (
     PreparedRequest,
     Session,
 )
+from contextfold.estimator import ContextSizeEstimator
 from contextfold.events import (
     Event,
     EventBus,
@@ -149,17 +150,16 @@ from contextfold.store import (
     SessionStore,
     open_store,
 )
+from contextfold.token_counter import TokenCounter
 from contextfold.tokens import (
-    ContextSizeEstimator,
     HeuristicCounter,
     TiktokenCounter,
-    TokenCounter,
     counter_for,
 )
+from contextfold.tool_spec import ToolSpec
 from contextfold.tools import (
     ToolDeferral,
     ToolSelection,
-    ToolSpec,
 )
 
 __all__ = [

@@ -1,7 +1,7 @@
 """How a provider's chat template frames messages, and the identity of a message for caches.
 
 Shared by the token counters (:mod:`contextfold.tokens`) and the usage estimator
-(:mod:`contextfold._anchoring`).
+(:mod:`contextfold.estimator`).
 """
 
 from __future__ import annotations

@@ -16,12 +16,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from contextfold._bm25 import BM25Index, search_terms
-
-if TYPE_CHECKING:
-    from contextfold.tools import ToolSpec
+from contextfold.tool_spec import ToolSpec
 
 __all__ = [
     "NAME_WEIGHT",

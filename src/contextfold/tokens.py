@@ -11,8 +11,11 @@ Three counters share one interface (:class:`TokenCounter`):
 - Either one can carry a ``scale`` for model families whose tokenizer we do not have:
   :func:`counter_for` picks the counter and scale from the model name.
 
-Estimates are only the fallback: :class:`ContextSizeEstimator` takes the provider's reported
-usage as the truth and estimates only what was added since, with a per-session calibration.
+Estimates are only the fallback: :class:`~contextfold.estimator.ContextSizeEstimator` takes the
+provider's reported usage as the truth and estimates only what was added since, with a
+per-session calibration. The :class:`TokenCounter` protocol itself lives in
+:mod:`contextfold.token_counter` (re-exported here), so that what only uses a counter need not
+import the counters.
 """
 
 from __future__ import annotations
@@ -22,13 +25,8 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
-from contextfold._anchoring import (
-    Calibration,
-    ContextEstimate,
-    ContextSizeEstimator,
-)
 from contextfold._chat_template import ChatTemplate
 from contextfold._chat_template import message_key as _message_key
 from contextfold._tokenizers import (
@@ -50,16 +48,19 @@ from contextfold.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from contextfold.tools import ToolSpec
+from contextfold.token_counter import TokenCounter
+from contextfold.tool_spec import ToolSpec
+
+if TYPE_CHECKING:  # the engine's old import path, typed (see __getattr__ at the end)
+    from contextfold.estimator import Calibration as Calibration
+    from contextfold.estimator import ContextEstimate as ContextEstimate
+    from contextfold.estimator import ContextSizeEstimator as ContextSizeEstimator
 
 __all__ = [
     "DEFAULT_CACHE_SIZE",
     "IMAGE_TOKENS",
     "IMAGE_TOKENS_LOW_DETAIL",
-    "Calibration",
     "ChatTemplate",
-    "ContextEstimate",
-    "ContextSizeEstimator",
     "HeuristicCounter",
     "TiktokenCounter",
     "TokenCounter",
@@ -84,40 +85,8 @@ count`` does), is tokenized once."""
 
 
 # --------------------------------------------------------------------------------------------------
-# Protocol and shared machinery
+# Shared machinery
 # --------------------------------------------------------------------------------------------------
-
-
-@runtime_checkable
-class TokenCounter(Protocol):
-    """Anything that counts tokens the way one model family's tokenizer would."""
-
-    @property
-    def name(self) -> str:
-        """A short label, e.g. ``"o200k_base"`` or ``"heuristic"``."""
-        ...
-
-    def count_text(self, text: str) -> int:
-        """Tokens of a bare string."""
-        ...
-
-    def count_message(self, message: Message) -> int:
-        """Tokens of one message as rendered in a request, template overhead included."""
-        ...
-
-    def count_messages(self, messages: Iterable[Message]) -> int:
-        """Tokens of a message list as sent (messages hidden from the agent count zero)."""
-        ...
-
-    def count_tools(self, tools: Iterable[ToolSpec]) -> int:
-        """Tokens the tool definitions add to a request."""
-        ...
-
-    def count_request(
-        self, messages: Iterable[Message], *, system: str = "", tools: Iterable[ToolSpec] = ()
-    ) -> int:
-        """Prompt tokens of a whole request: system text, tool definitions and messages."""
-        ...
 
 
 class _CounterBase:
@@ -374,3 +343,17 @@ def _counter_for_tokenizer(tokenizer: str) -> TokenCounter:
             counter = HeuristicCounter()
         counter = _shared_counters.setdefault(tokenizer, counter)
     return counter
+
+
+_MOVED_TO_ESTIMATOR = frozenset({"Calibration", "ContextEstimate", "ContextSizeEstimator"})
+
+
+def __getattr__(name: str) -> Any:
+    # The usage estimator moved to contextfold.estimator, so that this module (the counters) no
+    # longer imports it. The engine still imports it from here: this goes once the engine
+    # imports contextfold.estimator instead.
+    if name in _MOVED_TO_ESTIMATOR:
+        from contextfold import estimator
+
+        return getattr(estimator, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

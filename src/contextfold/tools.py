@@ -1,9 +1,10 @@
 """Tool descriptions as the model sees them, and keeping them within their share of the window.
 
 :class:`ToolSpec` is the neutral description of one tool (name, description, JSON-schema
-parameters and where it came from). The provider adapters in :mod:`contextfold.formats` render it
-for OpenAI (``{"type": "function", "function": {...}}``) and Anthropic (``{"name", "description",
-"input_schema"}``).
+parameters and where it came from); it lives in :mod:`contextfold.tool_spec`, at the bottom of the
+package, and is re-exported here with :data:`ToolSource`. The provider adapters in
+:mod:`contextfold.formats` render it for OpenAI (``{"type": "function", "function": {...}}``) and
+Anthropic (``{"name", "description", "input_schema"}``).
 
 The engine's own tools live here too: :data:`READ_RESULT_TOOL` and its handler
 :func:`read_result` (implemented in :mod:`contextfold._read_result`), :data:`TOOL_SEARCH_TOOL`
@@ -38,10 +39,9 @@ one of those did. Per turn, the engine does::
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from dataclasses import dataclass
+from typing import Any
 
 from contextfold._read_result import (
     READ_RESULT_MAX_CHARS,
@@ -57,9 +57,8 @@ from contextfold._tool_search import (
 )
 from contextfold.events import ToolsDeferred
 from contextfold.messages import ToolResultPart
-
-if TYPE_CHECKING:
-    from contextfold.tokens import TokenCounter
+from contextfold.token_counter import TokenCounter
+from contextfold.tool_spec import ToolSource, ToolSpec
 
 __all__ = [
     "COMPACT_CONTEXT_TOOL",
@@ -74,52 +73,6 @@ __all__ = [
     "engine_tools",
     "read_result",
 ]
-
-ToolSource: TypeAlias = Literal["builtin", "engine", "mcp", "skill"]
-"""Where a tool comes from. ``builtin`` and ``engine`` tools are never deferred; ``mcp`` tools are
-deferred first, then ``skill`` tools."""
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    """A tool the model may call."""
-
-    name: str
-    description: str
-    parameters: Mapping[str, Any] = field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
-    source: ToolSource = "builtin"
-
-    def to_openai(self) -> dict[str, Any]:
-        """The chat-completions ``tools`` entry."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": dict(self.parameters),
-            },
-        }
-
-    def to_anthropic(self) -> dict[str, Any]:
-        """The messages-API ``tools`` entry."""
-        return {
-            "name": self.name,
-            "description": self.description,
-            "input_schema": dict(self.parameters),
-        }
-
-    def description_text(self) -> str:
-        """What counts against the tool-description budget: name, description and schema."""
-        schema = json.dumps(self.parameters, ensure_ascii=False, sort_keys=True)
-        return f"{self.name}\n{self.description}\n{schema}"
-
-    def parameter_names(self) -> list[str]:
-        """Top-level parameter names from the schema (for search)."""
-        props = self.parameters.get("properties", {})
-        return list(props) if isinstance(props, Mapping) else []
-
 
 READ_RESULT_TOOL = ToolSpec(
     name="read_result",

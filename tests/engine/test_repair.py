@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from contextfold import ContextPolicy, Message, ToolCallPart, repair, validate
-from contextfold._anchoring import ContextSizeEstimator
+from contextfold.estimator import ContextSizeEstimator
 from contextfold.normalize import SYNTHESIZED_FLAG
 from tests.engine.helpers import EngineFactory, start
 

@@ -43,9 +43,11 @@ from contextfold.providers._server_window import (
     check_server_window,
     probe_server_window,
 )
-from contextfold.providers.base import (
-    BaseChatModel,
-    ChatModel,
+from contextfold.providers.base import BaseChatModel, ChatModel
+from contextfold.providers.ollama import OllamaContext, OllamaContextWarning, check_ollama_context
+from contextfold.providers.replay import ReplayModel
+from contextfold.providers.scripted import ScriptedModel
+from contextfold.providers.types import (
     ChatRequest,
     ChatResponse,
     StreamDone,
@@ -55,9 +57,6 @@ from contextfold.providers.base import (
     ThinkingDelta,
     ToolCallStarted,
 )
-from contextfold.providers.ollama import OllamaContext, OllamaContextWarning, check_ollama_context
-from contextfold.providers.replay import ReplayModel
-from contextfold.providers.scripted import ScriptedModel
 
 if TYPE_CHECKING:
     from contextfold.providers.anthropic import AnthropicChat

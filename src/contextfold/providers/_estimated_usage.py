@@ -10,7 +10,7 @@ model's token counter keeps the figures moving; :attr:`Usage.estimated` says the
 from __future__ import annotations
 
 from contextfold.messages import Message, Usage
-from contextfold.providers.base import ChatRequest
+from contextfold.providers.types import ChatRequest
 from contextfold.tokens import TokenCounter
 
 __all__ = ["UsageEstimatedWarning", "estimated_usage"]

@@ -8,8 +8,9 @@ from typing import Any
 
 from contextfold._exceptions import ConfigError
 from contextfold.providers._server_window import ServerWindow, probe_server_window
-from contextfold.providers.base import BaseChatModel, ChatRequest
+from contextfold.providers.base import BaseChatModel
 from contextfold.providers.ollama import OLLAMA_BASE_URL
+from contextfold.providers.types import ChatRequest
 
 __all__ = ["OPENAI_COMPATIBLE_SERVERS", "model_from_name", "served_window"]
 

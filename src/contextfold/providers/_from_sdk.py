@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from contextfold.providers.base import ChatResponse
+from contextfold.providers.types import ChatResponse
 
 __all__ = ["chat_response_from_sdk"]
 

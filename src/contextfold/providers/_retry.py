@@ -19,7 +19,8 @@
 - context overflow (:class:`ContextOverflowError`) that a smaller reply budget would fix
   (``max_tokens_adjustable``): one more call with ``max_tokens`` lowered to what fits, when that
   still leaves ``min_output_tokens``. Any other overflow goes to the caller, whose job it is to
-  compact (DESIGN.md section 3, step 9).
+  compact: only the caller can shorten the history, and a retry of the same prompt would overflow
+  again.
 - everything else is raised at once.
 """
 
@@ -30,7 +31,6 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from contextfold._exceptions import (
     ContextOverflowError,
@@ -38,9 +38,7 @@ from contextfold._exceptions import (
     ProviderUnavailableError,
     RateLimitError,
 )
-
-if TYPE_CHECKING:
-    from contextfold.providers.base import ChatRequest
+from contextfold.providers.types import ChatRequest
 
 __all__ = [
     "DEFAULT_BACKOFF_BASE",

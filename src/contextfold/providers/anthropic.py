@@ -37,8 +37,8 @@ from contextfold.messages import Message
 from contextfold.providers._errors import map_sdk_errors
 from contextfold.providers._retry import RetryPolicy
 from contextfold.providers._sdk import SDKClients, resolve_api_key, wire_dict
-from contextfold.providers.base import (
-    BaseChatModel,
+from contextfold.providers.base import BaseChatModel
+from contextfold.providers.types import (
     ChatRequest,
     ChatResponse,
     StreamDone,

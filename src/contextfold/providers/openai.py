@@ -34,8 +34,13 @@ from contextfold.providers._estimated_usage import UsageEstimatedWarning, estima
 from contextfold.providers._retry import RetryPolicy
 from contextfold.providers._sdk import SDKClients, resolve_api_key, wire_dict
 from contextfold.providers._server_window import WindowCheck, check_server_window
-from contextfold.providers.base import (
-    BaseChatModel,
+from contextfold.providers.base import BaseChatModel
+from contextfold.providers.ollama import (
+    OllamaContext,
+    check_ollama_context,
+    ollama_native_url,
+)
+from contextfold.providers.types import (
     ChatRequest,
     ChatResponse,
     StreamDone,
@@ -43,11 +48,6 @@ from contextfold.providers.base import (
     TextDelta,
     ThinkingDelta,
     ToolCallStarted,
-)
-from contextfold.providers.ollama import (
-    OllamaContext,
-    check_ollama_context,
-    ollama_native_url,
 )
 from contextfold.tokens import TokenCounter, counter_for
 

@@ -15,8 +15,8 @@ from typing import Any
 from contextfold._exceptions import UsageError
 from contextfold.messages import Message, new_message_id
 from contextfold.providers._retry import RetryPolicy
-from contextfold.providers.base import ChatRequest, ChatResponse
 from contextfold.providers.scripted import STREAM_CHUNK_CHARS, InProcessModel
+from contextfold.providers.types import ChatRequest, ChatResponse
 
 __all__ = ["ReplayModel"]
 

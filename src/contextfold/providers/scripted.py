@@ -26,8 +26,8 @@ from contextfold.messages import (
     Usage,
 )
 from contextfold.providers._retry import RetryPolicy
-from contextfold.providers.base import (
-    BaseChatModel,
+from contextfold.providers.base import BaseChatModel
+from contextfold.providers.types import (
     ChatRequest,
     ChatResponse,
     StreamDone,

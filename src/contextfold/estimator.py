@@ -1,8 +1,9 @@
-"""Usage anchoring and per-session calibration: how big the next request is.
+"""How big the next request is: :class:`ContextSizeEstimator`, anchored on provider usage.
 
-Re-exported by :mod:`contextfold.tokens`; see :class:`ContextSizeEstimator`. The provider's own
-report of the last call is the truth; only what was added since is estimated, with the
-per-session calibration factor learned from earlier reports.
+The provider's own report of the last call is the truth; only what was added since is estimated,
+with a per-session :class:`Calibration` learned from earlier reports. The estimator needs a
+:class:`~contextfold.token_counter.TokenCounter` for the estimated part; any of the counters in
+:mod:`contextfold.tokens` will do.
 """
 
 from __future__ import annotations
@@ -11,15 +12,13 @@ import hashlib
 import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from contextfold._chat_template import message_key as _message_key
 from contextfold._chat_template import template_of as _template
 from contextfold.messages import Message, Usage
-from contextfold.tools import ToolSpec
-
-if TYPE_CHECKING:
-    from contextfold.tokens import TokenCounter
+from contextfold.token_counter import TokenCounter
+from contextfold.tool_spec import ToolSpec
 
 __all__ = [
     "CALIBRATION_BOUNDS",
