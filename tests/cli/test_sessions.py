@@ -143,6 +143,30 @@ def test_show_digests_the_engine_state_instead_of_dumping_it(
     }
 
 
+def test_show_reads_the_state_the_engine_saved_in_its_table(
+    populated_store: PopulatedStore,
+) -> None:
+    with open_store(populated_store.path) as store:
+        store.update_session(populated_store.session_id, metadata={"restart_number": 1})
+        store.save_engine_state(populated_store.session_id, ENGINE_STATE)
+    result = invoke(populated_store, "show", populated_store.session_id)
+    assert result.exit_code == 0, result.output
+    assert "usage     13 model calls · 48,550 tokens in, 2,744 out" in result.stdout
+    assert "window    7,600 tokens, learned from the provider's refusal" in result.stdout
+    assert "turns     9 · 1 restart" in result.stdout
+    assert "metadata  restart_number=1" in result.stdout
+
+    data = json.loads(invoke(populated_store, "show", populated_store.session_id, "--json").stdout)
+    assert data["session"]["metadata"]["engine"] == ENGINE_STATE
+    assert data["usage"]["calls"] == 13 and data["learned_window"] == 7_600
+
+    inspected = runner.invoke(
+        app, ["inspect", populated_store.session_id, "--store", str(populated_store.path)]
+    )
+    assert inspected.exit_code == 0, inspected.output
+    assert "7,600 tokens, learned from the provider's refusal" in inspected.stdout
+
+
 def test_show_json_of_a_session_the_engine_never_ran(populated_store: PopulatedStore) -> None:
     data = json.loads(invoke(populated_store, "show", populated_store.session_id, "--json").stdout)
     assert data["session"]["id"] == populated_store.session_id

@@ -1,10 +1,11 @@
 """Crash safety: a writer SIGKILLed at random moments never leaves a damaged or partial store.
 
 A child process plays an agent: it resumes the session, then appends turns (one transaction of
-three messages each), masks old results, offloads outputs, summarizes and snapshots, and reports
-each commit on a pipe *after* it returns. The parent kills it at a random moment, then checks
-that the store opens, passes SQLite's integrity check and the store's own invariants, holds every
-reported turn whole and byte-exact, and resumes to the same view a full replay gives.
+three messages each) and saves its engine state after each, masks old results, offloads outputs,
+summarizes and snapshots, and reports each commit on a pipe *after* it returns. The parent kills
+it at a random moment, then checks that the store opens, passes SQLite's integrity check and the
+store's own invariants, holds every reported turn whole and byte-exact, keeps an engine state
+saved whole, and resumes to the same view a full replay gives.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ def _agent(url: str, options: dict[str, Any], sid: str, report: Callable[[str], 
         turn += 1
         seq = store.append_messages(sid, tool_turn(turn, _output(turn)), expected_seq=seq)
         report(f"turn {turn} {seq}")
+        store.save_engine_state(sid, {"turn": turn, "last_seq": seq})
+        report(f"state {turn}")
         if turn % 3 == 0:
             store.append_edit(sid, MaskEdit((ReplacedResult(f"t{turn}", f"call_{turn}", "[m]"),)))
         if turn % 4 == 0:
@@ -70,7 +73,7 @@ def test_a_killed_writer_never_loses_a_committed_turn(target: StoreTarget) -> No
         sid = setup.create_session(session_id="crash").id
     target.opened.clear()
     rng = random.Random(20260521)
-    checked = committed = snapshot_seq = 0
+    checked = committed = snapshot_seq = state_turn = 0
 
     for kill in range(KILLS):
         child = fork(lambda report: _agent(target.url, target.options, sid, report))
@@ -89,6 +92,8 @@ def test_a_killed_writer_never_loses_a_committed_turn(target: StoreTarget) -> No
                 committed = max(committed, int(numbers[1]))
             elif word == "snapshot":
                 snapshot_seq = max(snapshot_seq, int(numbers[0]))
+            elif word == "state":
+                state_turn = max(state_turn, int(numbers[0]))
 
         with open_store(target.url, **target.options) as store:
             assert store.check_integrity() == [], f"after kill {kill}"
@@ -101,6 +106,11 @@ def test_a_killed_writer_never_loses_a_committed_turn(target: StoreTarget) -> No
             snapshot = store.load_snapshot(sid)
             assert snapshot_seq == 0 or (snapshot is not None and snapshot.last_seq >= snapshot_seq)
             full, _ = replay((), store.iter_messages(sid), list(store.iter_edits(sid)))
+            # The engine state is saved whole after its turn: the reported one or a later one.
+            state = store.load_engine_state(sid)
+            assert state_turn == 0 or (state is not None and state["turn"] >= state_turn)
+            assert state is None or state == {"turn": state["turn"], "last_seq": 3 * state["turn"]}
+            assert state is None or state["last_seq"] <= last, f"kill {kill}: state ahead"
             assert store.load_view(sid).view == full, f"kill {kill}: resume differs from replay"
 
     assert committed >= 3 * KILLS

@@ -1,9 +1,10 @@
 """What a stored session's engine state says, for a person: calls, tokens, cost, turns, restarts
 and the window learned from a provider.
 
-The engine saves its state in the session's metadata (under ``"engine"``) so a resumed session
-goes on where it stopped; ``sessions show`` reads it without resuming. The figures are read back
-through the classes that wrote them (:class:`~contextfold._usage.UsageTracker`,
+The engine saves its state in the store (``save_engine_state``) so a resumed session goes on where
+it stopped; ``sessions show`` and ``inspect`` read it without resuming, as the session's metadata
+under ``"engine"`` (:func:`with_engine_state`), where schema version 1 kept it. The figures are
+read back through the classes that wrote them (:class:`~contextfold._usage.UsageTracker`,
 :func:`~contextfold._engine_window.stored_learned_window`), so this module never re-parses their
 format.
 """
@@ -11,18 +12,28 @@ format.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from contextfold._engine_window import stored_learned_window
 from contextfold._usage import UsageTracker
 from contextfold.cli._render import plural
 from contextfold.models import ModelInfo
+from contextfold.store import SessionInfo, SessionStore
 
-__all__ = ["ENGINE_KEY", "StoredUsage", "learned_window_line"]
+__all__ = ["ENGINE_KEY", "StoredUsage", "learned_window_line", "with_engine_state"]
 
 ENGINE_KEY = "engine"
-"""The metadata key the engine keeps its state under."""
+"""The metadata key the CLI shows the engine's state under."""
+
+
+def with_engine_state(store: SessionStore, info: SessionInfo) -> SessionInfo:
+    """``info`` with the engine's saved state in its metadata under :data:`ENGINE_KEY` (where
+    the digests below and ``--json`` read it); ``info`` as it is when the store holds none."""
+    state = store.load_engine_state(info.id)
+    if state is None:
+        return info
+    return replace(info, metadata={**info.metadata, ENGINE_KEY: state})
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from contextfold.cli._store import (
     open_existing_store,
     store_location,
 )
-from contextfold.cli._stored_state import learned_window_line
+from contextfold.cli._stored_state import learned_window_line, with_engine_state
 from contextfold.compaction.pipeline import replaced_by
 from contextfold.edits import ContextEdit, MaskEdit, edit_action
 from contextfold.messages import Message
@@ -83,7 +83,7 @@ def inspect(
     if not location.exists:
         raise missing_session(session_id, location)
     with open_existing_store(location) as opened:
-        info = opened.get_session(session_id)
+        info = with_engine_state(opened, opened.get_session(session_id))
         timeline = build_timeline(opened, session_id)
     summary = _summarize(timeline)
     if as_json:

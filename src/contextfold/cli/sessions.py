@@ -27,7 +27,12 @@ from contextfold.cli._store import (
     open_existing_store,
     store_location,
 )
-from contextfold.cli._stored_state import ENGINE_KEY, StoredUsage, learned_window_line
+from contextfold.cli._stored_state import (
+    ENGINE_KEY,
+    StoredUsage,
+    learned_window_line,
+    with_engine_state,
+)
 from contextfold.edits import ContextEdit, MaskEdit, SummarizeEdit
 from contextfold.messages import Message, SummaryPart
 from contextfold.store import EditRecord, SessionInfo, Snapshot
@@ -102,7 +107,7 @@ def show(session_id: SessionArgument, store: StoreOption = None, as_json: JsonFl
     """
     location = _existing(store, session_id)
     with open_existing_store(location) as opened:
-        info = opened.get_session(session_id)
+        info = with_engine_state(opened, opened.get_session(session_id))
         roles: Counter[str] = Counter()
         last: deque[tuple[int, Message]] = deque(maxlen=LAST_MESSAGES)
         for seq, message in opened.iter_messages(session_id):

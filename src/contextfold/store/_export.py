@@ -8,6 +8,7 @@ from contextfold._exceptions import SessionNotFoundError
 from contextfold.store._codec import decode_blob, decode_mapping, dumps, redact_line
 from contextfold.store._queries import (
     EDITS_AFTER,
+    ENGINE_STATE,
     EVENTS_AFTER,
     MESSAGES_AFTER,
     SESSION_SELECT,
@@ -29,6 +30,8 @@ _HEX_MAX = "g"  # sorts after every lowercase hex digest
 def export_session(store: SQLStore, session_id: str, out: TextIO) -> int:
     """Write ``session``, ``message``/``edit`` (transcript order), ``event`` and ``blob`` lines.
 
+    The ``session`` line holds the engine's saved state under ``engine_state`` when it has one.
+
     Bounds are read once in a consistent snapshot, so a writer appending meanwhile cannot make
     the export show an edit without the messages before it. Stored JSON is copied verbatim,
     except that a redacting store redacts each line again: rows an older version wrote were
@@ -44,6 +47,7 @@ def export_session(store: SQLStore, session_id: str, out: TextIO) -> int:
                 "SELECT COALESCE(MAX(id), 0) FROM events WHERE session_id = ?", (session_id,)
             )[0][0]
         )
+        state_rows = cur.execute(ENGINE_STATE, (session_id,))
     info = session_info(rows[0])
     lines = 0
 
@@ -63,6 +67,8 @@ def export_session(store: SQLStore, session_id: str, out: TextIO) -> int:
         "metadata": dict(info.metadata),
         "message_count": last_seq,
     }
+    if state_rows:  # the engine's saved state, when it ran the session
+        header["engine_state"] = decode_mapping(state_rows[0][0])
     write(dumps(header))
 
     def edit_line(row: tuple[Any, ...]) -> str:

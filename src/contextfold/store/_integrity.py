@@ -17,6 +17,7 @@ from contextfold._blobs import ref_for_sha256
 from contextfold._exceptions import SessionNotFoundError
 from contextfold.messages import Message
 from contextfold.store._codec import decode_edit, decode_mapping, decode_message, decode_view
+from contextfold.store._queries import ENGINE_STATE
 from contextfold.store._records import EditRecord
 from contextfold.store._replay import replay
 
@@ -54,7 +55,7 @@ def check_rows(store: SQLStore) -> list[str]:
         sessions = [
             (str(r[0]), str(r[1])) for r in cur.execute("SELECT id, metadata FROM sessions")
         ]
-        for table in ("messages", "edits", "events", "snapshots", "blobs"):
+        for table in ("messages", "edits", "events", "snapshots", "blobs", "engine_state"):
             _, count = cur.execute(_ORPHANS.format(table=table))[0]
             if count:
                 problems.append(f"{table}: {count} rows belong to no session")
@@ -76,6 +77,7 @@ def _check_session(store: SQLStore, session_id: str, metadata: str) -> list[str]
         with store._transaction("snapshot") as cur:
             last_seq, last_edit = store._head(cur, session_id)
             rows = cur.execute(_SNAPSHOT_POINT, (session_id,))
+            state_rows = cur.execute(ENGINE_STATE, (session_id,))
     except SessionNotFoundError:
         return problems  # deleted since the check listed it
     snapshot = _snapshot_at(rows[0], last_seq, last_edit, where, problems) if rows else None
@@ -98,6 +100,12 @@ def _check_session(store: SQLStore, session_id: str, metadata: str) -> list[str]
                 "a resume would see a forked view (a writer that fell behind saved it?)"
             )
     deque(messages, maxlen=0)  # the rest of the transcript is checked all the same
+
+    if state_rows:
+        try:
+            decode_mapping(state_rows[0][0])
+        except ValueError as exc:
+            problems.append(f"{where}: engine state does not parse: {exc}")
 
     for event_id, data in store._batches(_EVENT_ROWS, session_id, 0, _UNBOUNDED):
         try:

@@ -15,6 +15,7 @@ from contextfold.store._records import SessionInfo
 
 __all__ = [
     "EDITS_AFTER",
+    "ENGINE_STATE",
     "EVENTS_AFTER",
     "HEAD",
     "MESSAGES_AFTER",
@@ -71,6 +72,7 @@ EVENTS_AFTER = (
     "SELECT id, event_type, data, created FROM events WHERE session_id = ? AND id > ? "
     "AND id <= ? ORDER BY id LIMIT ?"
 )
+ENGINE_STATE = "SELECT state FROM engine_state WHERE session_id = ?"
 SNAPSHOT = (
     "SELECT view, token_count, last_seq, last_edit, created FROM snapshots WHERE session_id = ?"
 )

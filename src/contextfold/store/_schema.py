@@ -9,16 +9,19 @@ placeholders filled per dialect.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from contextfold._exceptions import SchemaVersionError, StoreCorruptError, StoreError
+from contextfold.store._codec import decode_mapping, dumps
 
 if TYPE_CHECKING:
     from contextfold.store._queries import Cursor
     from contextfold.store._sql import SQLStore
 
 __all__ = [
+    "ENGINE_METADATA_KEY",
     "LATEST_VERSION",
     "MIGRATIONS",
     "Dialect",
@@ -56,11 +59,56 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 
 @dataclass(frozen=True, slots=True)
 class Migration:
-    """One step of the schema: its number, a name for humans, and its statements."""
+    """One step of the schema: its number, a name for humans, its statements, and the rows it
+    moves (run after the statements, in the same transaction)."""
 
     version: int
     name: str
     statements: tuple[str, ...]
+    move_rows: Callable[[Cursor], None] | None = None
+
+
+ENGINE_METADATA_KEY = "engine"
+"""The metadata key under which schema version 1 kept the engine's state."""
+
+_MOVE_BATCH = 200
+"""Sessions read per query while moving engine state: memory stays flat however many there are."""
+
+
+def _move_engine_state(cur: Cursor) -> None:
+    """Move each session's ``metadata["engine"]`` into ``engine_state``, so an old store resumes
+    with the state it had.
+
+    The JSON is moved as it was stored (it was redacted when written; re-encoding only drops the
+    key from the metadata). A metadata row that does not parse is left as it is, for
+    ``check_integrity`` to report.
+    """
+    after = ""
+    while True:
+        rows = cur.execute(
+            "SELECT id, metadata, updated FROM sessions WHERE id > ? ORDER BY id LIMIT ?",
+            (after, _MOVE_BATCH),
+        )
+        for session_id, metadata_text, updated in rows:
+            if f'"{ENGINE_METADATA_KEY}"' not in metadata_text:
+                continue
+            try:
+                metadata = decode_mapping(metadata_text)
+            except ValueError:
+                continue
+            state = metadata.pop(ENGINE_METADATA_KEY, None)
+            if not isinstance(state, Mapping):
+                continue  # not something the engine wrote: it never read such a value either
+            cur.execute(
+                "INSERT INTO engine_state (session_id, state, updated) VALUES (?, ?, ?)",
+                (session_id, dumps(state), updated),
+            )
+            cur.execute(
+                "UPDATE sessions SET metadata = ? WHERE id = ?", (dumps(metadata), session_id)
+            )
+        if len(rows) < _MOVE_BATCH:
+            return
+        after = rows[-1][0]
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -131,12 +179,34 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX blobs_ref ON blobs(session_id, ref)",
         ),
     ),
+    Migration(
+        2,
+        "engine_state: the engine's per-session state, out of the session metadata",
+        (
+            # One row per session, replaced whole on each save: a state is small, and a
+            # resume needs only the latest.
+            """CREATE TABLE engine_state (
+                session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+                state TEXT NOT NULL,
+                updated {real} NOT NULL
+            )""",
+        ),
+        _move_engine_state,
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
 """The schema version this code writes; a database above it is refused."""
 
-CONTEXTFOLD_TABLES = ("sessions", "messages", "edits", "events", "snapshots", "blobs")
+CONTEXTFOLD_TABLES = (
+    "sessions",
+    "messages",
+    "edits",
+    "events",
+    "snapshots",
+    "blobs",
+    "engine_state",
+)
 
 
 def statements_for(statements: tuple[str, ...] | str, dialect: Dialect) -> list[str]:
@@ -202,6 +272,8 @@ def migrate(store: SQLStore) -> None:
                 continue
             for statement in statements_for(migration.statements, store.dialect):
                 cur.execute(statement)
+            if migration.move_rows is not None:
+                migration.move_rows(cur)
             cur.execute(
                 "INSERT INTO schema_migrations (version, name, applied) VALUES (?, ?, ?)",
                 (migration.version, migration.name, time.time()),

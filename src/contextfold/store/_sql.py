@@ -28,6 +28,7 @@ from contextfold.store import _codec
 from contextfold.store._integrity import check_rows
 from contextfold.store._queries import (
     EDITS_AFTER,
+    ENGINE_STATE,
     EVENTS_AFTER,
     HEAD,
     MESSAGES_AFTER,
@@ -191,6 +192,36 @@ class SQLStore(AsyncStoreMixin, ABC):
                 f"UPDATE sessions SET {', '.join(sets)} WHERE id = ?", [*params, session_id]
             )
         return self.get_session(session_id)
+
+    # -- the engine's state ------------------------------------------------------------------------
+
+    def save_engine_state(self, session_id: str, state: Mapping[str, Any]) -> None:
+        """Keep the engine's per-session state, replacing the one saved before.
+
+        One upsert in one write transaction: a crash leaves the previous state or this one,
+        never a mix. The JSON is redacted like every other row.
+        """
+        data = _codec.encode_json(dict(state), redact=self.redact)
+        with self._transaction("write") as cur:
+            self._require_session(cur, session_id)
+            now = time.time()
+            cur.execute(
+                "INSERT INTO engine_state (session_id, state, updated) VALUES (?, ?, ?) "
+                "ON CONFLICT (session_id) DO UPDATE SET state = excluded.state, "
+                "updated = excluded.updated",
+                (session_id, data, now),
+            )
+            # Saving state is activity: the session moves up in ``list_sessions``.
+            cur.execute("UPDATE sessions SET updated = ? WHERE id = ?", (now, session_id))
+
+    def load_engine_state(self, session_id: str) -> dict[str, Any] | None:
+        """The engine state saved last for the session, or None when none was saved."""
+        with self._transaction("read") as cur:
+            rows = cur.execute(ENGINE_STATE, (session_id,))
+            if not rows:
+                self._require_session(cur, session_id, lock=False)
+                return None
+        return _codec.decode_mapping(rows[0][0])
 
     # -- transcript --------------------------------------------------------------------------------
 

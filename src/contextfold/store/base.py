@@ -73,6 +73,14 @@ class SyncSessionStore(Protocol):
         """Change the title and/or replace the metadata (None leaves a field as it is)."""
         ...
 
+    def save_engine_state(self, session_id: str, state: Mapping[str, Any]) -> None:
+        """Keep the engine's per-session state (JSON values), replacing the previous one whole."""
+        ...
+
+    def load_engine_state(self, session_id: str) -> dict[str, Any] | None:
+        """The state saved last by :meth:`save_engine_state`, or None when none was saved."""
+        ...
+
     def append_messages(
         self,
         session_id: str,
