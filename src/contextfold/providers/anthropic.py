@@ -1,18 +1,10 @@
 """Claude through the official ``anthropic`` SDK (messages API).
 
-The wire format is :mod:`contextfold.formats.anthropic`; this module adds cache breakpoints from
-the request, the calls, streaming assembly and the error map.
-
-Cache breakpoints. A request may ask for breakpoints after system blocks
-(:attr:`SystemBlock.cache`), after the last tool (``cache_tools``) and after messages
-(``message_breakpoints``). Anthropic accepts at most :data:`MAX_CACHE_BREAKPOINTS` in one request,
-so when more are asked for, these are kept, in this order, until the cap is reached:
-
-1. the last message breakpoint: it caches the most (the whole conversation up to it);
-2. the end of the stable prefix: the last system breakpoint, or the tools one when no system
-   block is marked; it survives compaction, which rewrites the messages but not the prefix;
-3. the other message breakpoints, latest first;
-4. the other system breakpoints, latest first; then the tools breakpoint.
+The request goes on the wire as :func:`~contextfold.providers.anthropic_wire.encode_request`
+makes it (empty blocks left out, cache breakpoints capped at four: see that module), and the
+reply is read by :mod:`contextfold.formats.anthropic`; this module adds the calls, streaming
+assembly and the error map. ``encode_request``, ``limit_cache_breakpoints`` and their constants
+are re-exported here.
 
 Thinking. Thinking blocks come back with their ``signature``, redacted thinking with its opaque
 ``data``, both kept in the assistant message (:class:`ThinkingPart`) so that a tool loop can send
@@ -22,21 +14,21 @@ them back unchanged, as the API requires.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
 from contextfold._exceptions import MissingDependencyError
-from contextfold.formats.anthropic import (
-    _RAW_ARGUMENTS_KEY,
-    parse_anthropic_response,
-    to_anthropic,
-    tools_to_anthropic,
-)
-from contextfold.messages import Message
+from contextfold.formats.anthropic import _RAW_ARGUMENTS_KEY, parse_anthropic_response
 from contextfold.providers._errors import map_sdk_errors
 from contextfold.providers._retry import RetryPolicy
 from contextfold.providers._sdk import SDKClients, resolve_api_key, wire_dict
+from contextfold.providers.anthropic_wire import (
+    DEFAULT_MAX_TOKENS,
+    MAX_CACHE_BREAKPOINTS,
+    encode_request,
+    limit_cache_breakpoints,
+)
 from contextfold.providers.base import BaseChatModel
 from contextfold.providers.types import (
     ChatRequest,
@@ -61,6 +53,7 @@ __all__ = [
     "MAX_CACHE_BREAKPOINTS",
     "AnthropicChat",
     "AnthropicStreamAssembler",
+    "encode_request",
     "limit_cache_breakpoints",
     "response_from_message",
 ]
@@ -68,83 +61,13 @@ __all__ = [
 ANTHROPIC_API_KEY_ENV = "ANTHROPIC_API_KEY"
 """Where the API key is read from when none is passed."""
 
-DEFAULT_MAX_TOKENS = 8192
-"""The reply budget when a request gives none (the API requires one); every current Claude model
-accepts it. Set ``ChatRequest.max_tokens`` from the model's registry entry to use more."""
-
 DEFAULT_TIMEOUT = 600.0
 """Seconds one call may take."""
-
-MAX_CACHE_BREAKPOINTS = 4
-"""The most ``cache_control`` markers the messages API accepts in one request."""
 
 
 def _anthropic_errors(provider: str, env_var: str) -> AbstractContextManager[None]:
     """Map ``anthropic`` SDK errors to contextfold's (the only place this adapter catches them)."""
     return map_sdk_errors(anthropic, provider, env_var)
-
-
-# --------------------------------------------------------------------------------------------------
-# cache breakpoints
-# --------------------------------------------------------------------------------------------------
-
-
-def limit_cache_breakpoints(
-    tools: list[dict[str, Any]],
-    system: list[dict[str, Any]],
-    messages: list[dict[str, Any]],
-    limit: int = MAX_CACHE_BREAKPOINTS,
-) -> int:
-    """Remove ``cache_control`` markers beyond ``limit`` by the rule in the module docstring.
-
-    Works in place on the wire lists; returns how many markers were removed.
-    """
-    marked_tools = [t for t in tools if "cache_control" in t]
-    marked_system = [b for b in system if "cache_control" in b]
-    marked_messages = [
-        block
-        for message in messages
-        if isinstance(message.get("content"), list)
-        for block in message["content"]
-        if isinstance(block, dict) and "cache_control" in block
-    ]
-    if len(marked_tools) + len(marked_system) + len(marked_messages) <= limit:
-        return 0
-    order: list[dict[str, Any]] = []
-    if marked_messages:
-        order.append(marked_messages[-1])
-    if marked_system:
-        order.append(marked_system[-1])
-    elif marked_tools:
-        order.append(marked_tools[-1])
-    order.extend(reversed(marked_messages[:-1]))
-    order.extend(reversed(marked_system[:-1]))
-    order.extend(reversed(marked_tools))
-    keep = {id(block) for block in order[:limit]}
-    removed = 0
-    for block in (*marked_tools, *marked_system, *marked_messages):
-        if id(block) not in keep:
-            del block["cache_control"]
-            removed += 1
-    return removed
-
-
-def _visible_breakpoints(messages: Sequence[Message], breakpoints: Sequence[int]) -> list[int]:
-    """Message breakpoints as indexes among the agent-visible messages (what the wire adapter
-    counts). A breakpoint on a hidden message moves to the visible one before it: the cached
-    prefix is the same, since hidden messages are not sent."""
-    visible_before: list[int] = []
-    count = 0
-    for message in messages:
-        visible_before.append(count if message.meta.agent_visible else count - 1)
-        if message.meta.agent_visible:
-            count += 1
-    out: list[int] = []
-    for bp in breakpoints:
-        index = bp + len(messages) if bp < 0 else bp
-        if 0 <= index < len(messages) and visible_before[index] >= 0:
-            out.append(visible_before[index])
-    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -335,36 +258,12 @@ class AnthropicChat(BaseChatModel):
         return _anthropic_errors(self.provider, self.api_key_env)
 
     def request_kwargs(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
-        """The keyword arguments for ``client.messages.create`` (what goes on the wire)."""
-        # Empty system blocks are not sent; mark breakpoints on the blocks that are.
-        blocks = [b for b in request.system if b.text]
-        wire = to_anthropic(
-            request.messages,
-            system=[b.text for b in blocks],
-            system_breakpoints=[i for i, b in enumerate(blocks) if b.cache],
-            message_breakpoints=_visible_breakpoints(request.messages, request.message_breakpoints),
+        """The keyword arguments for ``client.messages.create``: the request as
+        :func:`~contextfold.providers.anthropic_wire.encode_request` puts it on the wire, for
+        this model, with its reply budget for requests that give none."""
+        return encode_request(
+            request, model=self.model, stream=stream, default_max_tokens=self.default_max_tokens
         )
-        tools = tools_to_anthropic(request.tools, cache_last=request.cache_tools)
-        limit_cache_breakpoints(tools, wire.system, wire.messages)
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": (
-                request.max_tokens if request.max_tokens is not None else self.default_max_tokens
-            ),
-            **wire.kwargs(),
-        }
-        if tools:
-            kwargs["tools"] = tools
-        if request.stop:
-            kwargs["stop_sequences"] = list(request.stop)
-        body = dict(request.extra)
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        if body:
-            kwargs["extra_body"] = body
-        if stream:
-            kwargs["stream"] = True
-        return kwargs
 
     def _complete_once(self, request: ChatRequest) -> ChatResponse:
         message = self._sync_client().messages.create(**self.request_kwargs(request))

@@ -2,19 +2,17 @@
 
 :class:`OpenAIChat` talks to OpenAI, and, with ``base_url``, to Ollama
 (``http://localhost:11434/v1``, or :meth:`OpenAIChat.ollama`), vLLM, the llama.cpp server or
-OpenRouter. The wire format is :mod:`contextfold.formats.openai`; this module adds the calls,
-streaming assembly and the error map.
+OpenRouter. The request goes on the wire as
+:func:`~contextfold.providers.openai_wire.encode_request` makes it (re-exported here; that module
+says what every OpenAI-compatible server needs), and the reply is read by
+:mod:`contextfold.formats.openai`; this module adds the calls, streaming assembly and the error
+map.
 
 Streams ask for ``stream_options={"include_usage": True}``, so the last chunk carries the usage of
 the whole call (Ollama, vLLM and llama.cpp honour it too): a streamed response has the same usage
 as a complete one. A server that sends no usage anyway gets its calls counted with the model's
 token counter, marked :attr:`~contextfold.Usage.estimated`, with one
 :class:`UsageEstimatedWarning`.
-
-What is sent works with every OpenAI-compatible server tried (OpenAI, vLLM, Ollama, llama.cpp's
-server, llama-cpp-python's): an assistant turn that only calls tools has ``"content": ""``, not
-``null``; requests with tools say ``"tool_choice": "auto"`` (OpenAI's default, which some servers
-do not assume: they drop the tools silently).
 """
 
 from __future__ import annotations
@@ -24,10 +22,10 @@ import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any
 
 from contextfold._exceptions import MissingDependencyError
-from contextfold.formats.openai import parse_openai_response, to_openai, tools_to_openai
+from contextfold.formats.openai import parse_openai_response
 from contextfold.models import default_registry
 from contextfold.providers._errors import map_sdk_errors
 from contextfold.providers._estimated_usage import UsageEstimatedWarning, estimated_usage
@@ -40,6 +38,7 @@ from contextfold.providers.ollama import (
     check_ollama_context,
     ollama_native_url,
 )
+from contextfold.providers.openai_wire import MaxTokensField, encode_request
 from contextfold.providers.types import (
     ChatRequest,
     ChatResponse,
@@ -63,6 +62,7 @@ __all__ = [
     "OPENAI_API_KEY_ENV",
     "OpenAIChat",
     "OpenAIStreamAssembler",
+    "encode_request",
     "response_from_completion",
 ]
 
@@ -221,7 +221,7 @@ class OpenAIChat(BaseChatModel):
         async_client: openai.AsyncOpenAI | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
-        max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None,
+        max_tokens_field: MaxTokensField | None = None,
         send_reasoning: bool = False,
         key_required: bool | None = None,
         token_counter: TokenCounter | None = None,
@@ -329,36 +329,16 @@ class OpenAIChat(BaseChatModel):
         return _openai_errors(self.provider, self.api_key_env)
 
     def request_kwargs(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
-        """The keyword arguments for ``client.chat.completions.create`` (what goes on the wire)."""
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "messages": _wire_messages(
-                to_openai(
-                    request.messages,
-                    system=request.system_text or None,
-                    include_reasoning=self.send_reasoning,
-                )
-            ),
-        }
-        if request.tools:
-            kwargs["tools"] = tools_to_openai(request.tools)
-            # OpenAI's default with tools; servers that do not assume it drop the tools silently
-            # while the request was budgeted with them. ``extra`` may still choose another.
-            kwargs["tool_choice"] = "auto"
-        if request.max_tokens is not None:
-            kwargs[self.max_tokens_field] = request.max_tokens
-        if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
-        if request.stop:
-            kwargs["stop"] = list(request.stop)
-        if request.prompt_cache_key:
-            kwargs["prompt_cache_key"] = request.prompt_cache_key
-        if stream:
-            kwargs["stream"] = True
-            kwargs["stream_options"] = {"include_usage": True}
-        if request.extra:
-            kwargs["extra_body"] = dict(request.extra)
-        return kwargs
+        """The keyword arguments for ``client.chat.completions.create``: the request as
+        :func:`~contextfold.providers.openai_wire.encode_request` puts it on the wire, for this
+        model and server (its reply-budget field, whether earlier reasoning is sent back)."""
+        return encode_request(
+            request,
+            model=self.model,
+            stream=stream,
+            max_tokens_field=self.max_tokens_field,
+            include_reasoning=self.send_reasoning,
+        )
 
     def _with_usage(self, response: ChatResponse, request: ChatRequest) -> ChatResponse:
         """``response`` as is when the server reported usage; else with usage counted here,
@@ -406,14 +386,3 @@ class OpenAIChat(BaseChatModel):
                 for event in assembler.feed(wire_dict(chunk)):
                     yield event
         yield StreamDone(self._with_usage(assembler.response(), request))
-
-
-def _wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``messages`` as every OpenAI-compatible server accepts them: an assistant turn that only
-    calls tools gets ``"content": ""`` (llama-cpp-python's server answers HTTP 500 to ``null``;
-    OpenAI, vLLM, Ollama and llama.cpp accept both). The transcript format keeps ``null``, which
-    is what OpenAI itself writes."""
-    for message in messages:
-        if message["role"] == "assistant" and message.get("content") is None:
-            message["content"] = ""
-    return messages
