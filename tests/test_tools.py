@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 import pytest
 
 from contextfold._bm25 import BM25Index, search_terms, split_words
-from contextfold.events import ToolsDeferred
+from contextfold.events import ComponentDegraded, Event, ToolsDeferred
 from contextfold.tokens import HeuristicCounter, TokenCounter
 from contextfold.tools import (
     COMPACT_CONTEXT_TOOL,
@@ -501,6 +501,76 @@ def test_input_that_is_not_a_tool_list_falls_back_to_all_tools() -> None:
     assert selection.active == (*BUILTINS, 42)
     assert selection.deferred == ()
     assert selection.note is None
+
+
+# --------------------------------------------------------------------------------------------------
+# Failures are reported once, by the deferral itself
+# --------------------------------------------------------------------------------------------------
+
+
+def _reporting_deferral() -> tuple[ToolDeferral, list[Event]]:
+    events: list[Event] = []
+    return ToolDeferral(session_id="s1", on_event=events.append), events
+
+
+def test_a_failing_selection_sends_every_tool_and_reports_it_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(*args: object, **kwargs: object) -> ToolSelection:
+        raise RuntimeError("deferral bug")
+
+    deferral, events = _reporting_deferral()
+    monkeypatch.setattr(deferral, "_select", broken)
+    tools = [*BUILTINS, *mcp_catalog()]
+    selection = deferral.select(tools, counter=COUNTER, effective_window=64_000)
+
+    assert selection.active == tuple(tools) and selection.deferred == ()
+    assert selection.fallback_reason == "RuntimeError: deferral bug"
+    assert events == [
+        ComponentDegraded(
+            session_id="s1",
+            component="tool_deferral",
+            fallback="all tools sent",
+            error="RuntimeError: deferral bug",
+            at=events[0].at,
+        )
+    ]
+
+
+def test_input_that_is_not_a_tool_list_is_reported_as_the_deferral_failing() -> None:
+    deferral, events = _reporting_deferral()
+    deferral.select(
+        [*BUILTINS, 42],  # type: ignore[list-item]
+        counter=COUNTER,
+        effective_window="lots",  # type: ignore[arg-type]
+    )
+    assert [(e.component, e.fallback) for e in events if isinstance(e, ComponentDegraded)] == [
+        ("tool_deferral", "all tools sent")
+    ]
+
+
+def test_a_failing_counter_is_reported_once_per_counter() -> None:
+    deferral, events = _reporting_deferral()
+    tools = [*BUILTINS, *mcp_catalog()]
+    broken = _BrokenCounter()
+    for _ in range(3):
+        selection = deferral.select(tools, counter=broken, effective_window=64_000)
+        assert selection.deferred and selection.fallback_reason is None
+    assert [(e.component, e.error) for e in events if isinstance(e, ComponentDegraded)] == [
+        ("token_counter", "RuntimeError: tokenizer unavailable")
+    ]
+    deferral.select(tools, counter=_BrokenCounter(), effective_window=64_000)  # another counter
+    assert len(events) == 2
+
+
+def test_an_unserializable_schema_is_no_failure() -> None:
+    deferral, events = _reporting_deferral()
+    odd = ToolSpec("odd_tool", "Has a set in its schema.", {"enum": {1, 2}}, "mcp")
+    selection = deferral.select(
+        [*BUILTINS, odd, *mcp_catalog()], counter=COUNTER, effective_window=100
+    )
+    assert "odd_tool" in selection.deferred_names
+    assert events == []
 
 
 # --------------------------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ def _text(value: Any) -> str:
 def _parameter_names(tool: ToolSpec) -> list[str]:
     try:
         return [str(name) for name in tool.parameter_names()]
-    except Exception:  # parameters that are not a mapping
+    except (AttributeError, TypeError):  # parameters that are not a mapping, or not a ToolSpec
         return []
 
 

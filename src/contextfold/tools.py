@@ -23,23 +23,35 @@ of the tools, the usage history and the turn's activations, and keeps the caller
 the tool list (part of the cached prompt prefix) does not change from one call to the next unless
 one of those did. Per turn, the engine does::
 
-    deferral = ToolDeferral()                                   # once per session
+    deferral = ToolDeferral(session_id=sid, on_event=emit)      # once per session
     selection = deferral.select(tools, counter=counter, effective_window=window)
     # send selection.active; add selection.note to the context notes when it is not None;
-    # emit selection.event(session_id) when it is not None
+    # emit selection.event(sid) when it is not None
     for call in reply_tool_calls:
         deferral.mark_used(call.name)
         if call.name == TOOL_SEARCH_TOOL.name:
             result = deferral.tool_search(call.args(), call_id=call.call_id)  # activates matches
     deferral.end_turn()                                         # when a new user message arrives
 
-``select`` never raises: on any failure it returns every tool, nothing deferred, and says why in
-:attr:`ToolSelection.fallback_reason` (the engine reports it as a ``ComponentDegraded`` event).
+Failures
+--------
+A tool deferral must never cost the agent its tools, so ``select`` never raises and owns its
+two degradations, each reported once through ``on_event`` as a
+:class:`~contextfold.events.ComponentDegraded` event (the caller adds no wrapping of its own):
+
+- the selection itself fails (a bug, input that is not a tool list): every tool is sent, nothing
+  deferred, and :attr:`ToolSelection.fallback_reason` says why (component ``tool_deferral``,
+  reported each time a selection fails);
+- the token counter fails on the tools: their sizes are estimated from the length of their text,
+  and deferral goes on (component ``token_counter``, reported once per counter).
+
+A tool the counter cannot serialize (a schema holding a set) is not a failure: it is sized from
+its text, silently.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +67,7 @@ from contextfold._tool_search import (
     answer_tool_search,
     compact_schema,
 )
-from contextfold.events import ToolsDeferred
+from contextfold.events import ComponentDegraded, Event, ToolsDeferred
 from contextfold.messages import ToolResultPart
 from contextfold.token_counter import TokenCounter
 from contextfold.tool_spec import ToolSource, ToolSpec
@@ -178,13 +190,20 @@ def engine_tools(*, deferred: bool) -> list[ToolSpec]:
 # --------------------------------------------------------------------------------------------------
 
 DEFAULT_TOOL_BUDGET_SHARE = 0.10
-"""Share of the effective window that tool descriptions may take (reference/000 §5)."""
+"""Share of the effective window that tool descriptions may take. A few MCP servers can fill a
+tenth of the window before the first message; past this share the least needed descriptions wait
+behind ``tool_search``, and the rest of the window stays the conversation's."""
 
 _DEFER_RANK: dict[str, int] = {"skill": 0, "mcp": 1}
 """Deferrable sources, kept in this order: skills stay longer than MCP tools."""
 
 _FALLBACK_CHARS_PER_TOKEN = 3
-"""Used only when the counter itself fails on a tool: errs high (real text is ~4 chars/token)."""
+"""Used only when the counter fails on a tool: errs high (real text is ~4 chars/token)."""
+
+_ODD_TOOL_ERRORS: tuple[type[Exception], ...] = (AttributeError, TypeError, ValueError)
+"""What counting tools raises when one of them is odd: a schema that is not JSON (a set, an
+object, a circular reference), or something that is not a :class:`ToolSpec`. Such a tool is sized
+from its text instead, which is no failure of the counter."""
 
 _PREAMBLE_PROBE = ToolSpec("probe", "probe")
 
@@ -243,12 +262,26 @@ class ToolDeferral:
 
     State: when each tool was last used (a use counter, not a clock) and the tools activated by
     ``tool_search`` this turn. Not thread-safe: a session makes one call at a time.
+
+    ``on_event`` receives the :class:`~contextfold.events.ComponentDegraded` events of the
+    module docstring's "Failures", stamped with ``session_id``; without it they are not reported
+    (the fallbacks happen all the same).
     """
 
-    def __init__(self, budget_share: float = DEFAULT_TOOL_BUDGET_SHARE) -> None:
+    def __init__(
+        self,
+        budget_share: float = DEFAULT_TOOL_BUDGET_SHARE,
+        *,
+        session_id: str | None = None,
+        on_event: Callable[[Event], None] | None = None,
+    ) -> None:
         if not 0.0 < budget_share <= 1.0:
             raise ValueError(f"budget_share must be in (0, 1], got {budget_share!r}")
         self.budget_share = budget_share
+        self.session_id = session_id
+        self.on_event = on_event
+        self._counter_failed = False
+        """Whether the current counter's failure was reported (once per counter)."""
         self._uses = 0
         self._last_used: dict[str, int] = {}
         self._activated: set[str] = set()
@@ -317,7 +350,8 @@ class ToolDeferral:
     ) -> ToolSelection:
         """The tools to send for this call, within the budget; never raises.
 
-        On a failure every tool is kept and :attr:`ToolSelection.fallback_reason` says why.
+        When selecting fails, every tool is kept, :attr:`ToolSelection.fallback_reason` says why
+        and one ``ComponentDegraded`` event goes to ``on_event`` (see the module docstring).
 
         ``tools`` should not include ``tool_search``: it is added, last, when anything is
         deferred. ``activated`` adds names to keep active for this call only, on top of
@@ -328,16 +362,18 @@ class ToolDeferral:
             listed = list(tools)
             budget = max(0, int(self.budget_share * effective_window))
             selection = self._select(listed, counter, budget, {*self._activated, *activated})
-        except Exception as exc:  # degrade to "send everything" rather than break the turn
+        except Exception as exc:  # designed degradation: send every tool, never break the turn
+            reason = f"{type(exc).__name__}: {exc}"
             selection = ToolSelection(
                 active=tuple(listed),
                 deferred=(),
                 description_tokens=self._safe_total(listed, counter),
                 budget_tokens=0,
                 note=None,
-                fallback_reason=f"{type(exc).__name__}: {exc}",
+                fallback_reason=reason,
             )
             self._searchable = ()
+            self._degraded("tool_deferral", "all tools sent", reason)
         self._index = None  # rebuilt on the next search, from this selection's tools
         self.last = selection
         return selection
@@ -396,30 +432,60 @@ class ToolDeferral:
         if counter is not self._cost_counter:
             self._costs = {}
             self._cost_counter = counter
-            try:
-                one = counter.count_tools([_PREAMBLE_PROBE])
-                self._preamble = max(0, 2 * one - counter.count_tools([_PREAMBLE_PROBE] * 2))
-            except Exception:
-                self._preamble = 0
+            self._counter_failed = False
+            one = self._counted(lambda: counter.count_tools([_PREAMBLE_PROBE]))
+            two = self._counted(lambda: counter.count_tools([_PREAMBLE_PROBE] * 2))
+            self._preamble = 0 if one is None or two is None else max(0, 2 * one - two)
         costs = []
         for tool in tools:
             key = (_name(tool), str(getattr(tool, "description", "")), _schema_of(tool))
             cost = self._costs.get(key)
             if cost is None:
-                cost = self._costs[key] = _tool_tokens(tool, key, counter) - self._preamble
+                cost = self._costs[key] = self._tool_tokens(tool, key, counter) - self._preamble
             costs.append(max(0, cost))
         return costs
 
     def _safe_total(self, tools: Sequence[ToolSpec], counter: TokenCounter) -> int:
-        """Tokens of ``tools`` as the counter counts them, or the sum of estimates when it fails."""
+        """Tokens of ``tools`` as the counter counts them, or the sum of estimates when it fails
+        (which never raises: the estimates fall back on the text's length)."""
+        total = self._counted(lambda: counter.count_tools(tools), odd_tools=_ODD_TOOL_ERRORS)
+        if total is not None:
+            return total
+        return self._preamble + sum(self._marginal_costs(tools, counter)) if tools else 0
+
+    def _tool_tokens(self, tool: ToolSpec, key: tuple[str, str, str], counter: TokenCounter) -> int:
+        """Tokens of one tool's definition; estimated from its text when the counter cannot."""
+        tokens = self._counted(lambda: counter.count_tools([tool]), odd_tools=_ODD_TOOL_ERRORS)
+        if tokens is not None:
+            return tokens
+        text = "\n".join(key)
+        tokens = self._counted(lambda: counter.count_text(text))
+        return tokens if tokens is not None else len(text) // _FALLBACK_CHARS_PER_TOKEN + 1
+
+    def _counted(
+        self, count: Callable[[], int], *, odd_tools: tuple[type[Exception], ...] = ()
+    ) -> int | None:
+        """``count()``, or None when it fails, and the caller estimates instead.
+
+        An error of a type in ``odd_tools`` is the tools' own doing (a schema that is not JSON)
+        and passes silently; any other is the counter failing, reported once per counter.
+        """
         try:
-            return counter.count_tools(tools)
-        except Exception:
-            try:
-                costs = self._marginal_costs(tools, counter)
-                return self._preamble + sum(costs) if tools else 0
-            except Exception:
-                return 0
+            return count()
+        except Exception as exc:  # designed degradation: a pluggable counter may fail any way
+            if not isinstance(exc, odd_tools) and not self._counter_failed:
+                self._counter_failed = True
+                reason = f"{type(exc).__name__}: {exc}"
+                self._degraded("token_counter", "tool sizes estimated from their text", reason)
+            return None
+
+    def _degraded(self, component: str, fallback: str, reason: str) -> None:
+        if self.on_event is not None:
+            self.on_event(
+                ComponentDegraded(
+                    session_id=self.session_id, component=component, fallback=fallback, error=reason
+                )
+            )
 
     # -- tool_search -----------------------------------------------------------------------------
 
@@ -446,15 +512,3 @@ class ToolDeferral:
 
 def _schema_of(tool: ToolSpec) -> str:
     return compact_schema(getattr(tool, "parameters", None))
-
-
-def _tool_tokens(tool: ToolSpec, key: tuple[str, str, str], counter: TokenCounter) -> int:
-    """Tokens of one tool's definition; estimated from its text when the counter fails on it."""
-    try:
-        return counter.count_tools([tool])
-    except Exception:  # e.g. a schema json.dumps cannot serialize
-        text = "\n".join(key)
-        try:
-            return counter.count_text(text)
-        except Exception:
-            return len(text) // _FALLBACK_CHARS_PER_TOKEN + 1
