@@ -85,7 +85,7 @@ from contextfold.replay.cache import PrefixMeter, price_models
 from contextfold.replay.driver import MeteredSummarizer
 from contextfold.replay.probes import SUMMARY_KINDS
 from contextfold.tokens import TokenCounter
-from contextfold.tools import ToolSpec
+from contextfold.tool_spec import ToolSpec
 
 __all__ = [
     "BASELINE_CODEX",

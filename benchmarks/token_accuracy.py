@@ -48,7 +48,7 @@ from contextfold.tokens import (
     TokenCounter,
     counter_for,
 )
-from contextfold.tools import ToolSpec
+from contextfold.tool_spec import ToolSpec
 
 # mini-swe-agent's tool-calling models send one tool; its trajectories do not record it, but the
 # provider's prompt_tokens include it, so the benchmark restates it.

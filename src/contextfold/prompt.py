@@ -47,7 +47,7 @@ from enum import StrEnum
 from typing import Literal, Protocol, TypeAlias
 
 from contextfold._exceptions import UsageError
-from contextfold.providers.base import SystemBlock
+from contextfold.providers.types import SystemBlock
 
 __all__ = [
     "MAX_CACHE_BREAKPOINTS",

@@ -25,7 +25,7 @@ from contextfold.agent._text import (
 )
 from contextfold.agent.approval import ApprovalPolicy
 from contextfold.agent.workspace import BINARY_SNIFF_BYTES, Workspace, looks_binary
-from contextfold.tools import ToolSpec
+from contextfold.tool_spec import ToolSpec
 
 __all__ = [
     "EDIT_FILE_MAX_BYTES",

@@ -33,15 +33,15 @@ from contextfold._exceptions import ContextOverflowError
 from contextfold.agent.toolbox import Toolbox
 from contextfold.events import CallbackSink, Event
 from contextfold.messages import ToolCallPart, ToolResultPart
-from contextfold.providers.base import (
-    ChatModel,
+from contextfold.providers.base import ChatModel
+from contextfold.providers.types import (
     ChatRequest,
     ChatResponse,
     StreamDone,
     TextDelta,
     ThinkingDelta,
 )
-from contextfold.tools import ToolSpec
+from contextfold.tool_spec import ToolSpec
 
 __all__ = [
     "DEFAULT_MAX_STEPS",

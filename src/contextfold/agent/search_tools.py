@@ -22,7 +22,7 @@ from contextfold.agent._outcome import ToolError, ToolOutcome
 from contextfold.agent._text import human_size, plural
 from contextfold.agent._walk import compile_glob, walk_files
 from contextfold.agent.workspace import BINARY_SNIFF_BYTES, Workspace, is_noise_dir, looks_binary
-from contextfold.tools import ToolSpec
+from contextfold.tool_spec import ToolSpec
 
 __all__ = [
     "GLOB_MAX_RESULTS",

@@ -34,7 +34,7 @@ from contextfold.agent._outcome import ToolError, ToolOutcome
 from contextfold.agent._text import human_size
 from contextfold.agent.approval import ApprovalPolicy
 from contextfold.agent.workspace import Workspace
-from contextfold.tools import ToolSpec
+from contextfold.tool_spec import ToolSpec
 
 __all__ = [
     "CREDENTIAL_ENV_PATTERNS",

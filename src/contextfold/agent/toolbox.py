@@ -16,7 +16,7 @@ from contextfold._exceptions import UsageError
 from contextfold.agent._arguments import parse_arguments, validate_arguments
 from contextfold.agent._outcome import ToolError, ToolOutcome
 from contextfold.messages import ToolCallPart, ToolResultPart
-from contextfold.tools import ToolSpec
+from contextfold.tool_spec import ToolSpec
 
 __all__ = ["ToolHandler", "Toolbox"]
 

@@ -47,7 +47,8 @@ from contextfold.compaction.summary import (
 from contextfold.events import SummarizerFellBack
 from contextfold.messages import Message, SummaryPart
 from contextfold.models import ModelInfo, default_registry
-from contextfold.providers.base import ChatModel, ChatRequest, SystemBlock
+from contextfold.providers.base import ChatModel
+from contextfold.providers.types import ChatRequest, SystemBlock
 from contextfold.tokens import TokenCounter, counter_for
 
 __all__ = [

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from contextfold._exceptions import FormatError
 from contextfold.messages import Message
-from contextfold.tools import ToolSpec
+from contextfold.tool_spec import ToolSpec
 
 __all__ = [
     "EARLIEST_TIME",

@@ -38,7 +38,7 @@ from contextfold.messages import (
     ToolResultPart,
     Usage,
 )
-from contextfold.tools import ToolSpec
+from contextfold.tool_spec import ToolSpec
 
 __all__ = [
     "CACHE_CONTROL",

@@ -51,7 +51,7 @@ from contextfold.messages import (
     ToolResultPart,
     Usage,
 )
-from contextfold.tools import ToolSpec
+from contextfold.tool_spec import ToolSpec
 
 __all__ = ["FORMAT", "codex_from_source", "load_codex", "looks_like_codex"]
 

@@ -41,7 +41,7 @@ from contextfold.formats._common import (
 from contextfold.formats.openai import from_openai_message, usage_from_openai
 from contextfold.formats.transcript import Transcript, flag_invalid_arguments
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
-from contextfold.tools import ToolSpec
+from contextfold.tool_spec import ToolSpec
 
 __all__ = [
     "DEFAULT_ACTION_REGEX",

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextfold.messages import Message, SummaryPart, ToolCallPart, Usage
-from contextfold.tools import ToolSpec
+from contextfold.tool_spec import ToolSpec
 
 __all__ = ["RecordedCompaction", "Transcript", "flag_invalid_arguments"]
 
