@@ -7,7 +7,7 @@ import pytest
 from contextfold import SessionNotFoundError, UsageError
 from contextfold.edits import ArchiveEdit
 from contextfold.messages import Message
-from contextfold.store import SessionStore
+from contextfold.store import BrowsableSessionStore, SessionStore
 
 from .conftest import StoreTarget
 from .helpers import tool_turn
@@ -15,6 +15,7 @@ from .helpers import tool_turn
 
 def test_every_backend_satisfies_the_protocol(store: SessionStore) -> None:
     assert isinstance(store, SessionStore)
+    assert isinstance(store, BrowsableSessionStore)
 
 
 def test_a_new_session_keeps_what_it_was_created_with(store: SessionStore) -> None:

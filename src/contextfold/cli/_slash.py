@@ -16,6 +16,7 @@ from contextfold.agent import Toolbox, restart_session
 from contextfold.cli._meter import MeterTracker, bar
 from contextfold.cli._printer import TranscriptPrinter, describe_call, print_wrapped
 from contextfold.cli._render import format_int, format_time, printable, shorten
+from contextfold.cli._store import browsable
 from contextfold.compaction import CompactResult, recent_window_start
 from contextfold.engine import Session
 from contextfold.messages import Message, SummaryPart
@@ -116,7 +117,7 @@ def _context(chat: ChatState, argument: str) -> bool:
     session, out = chat.session, chat.out
     engine = session.engine
     view = list(session.view)
-    stored = engine.store.last_seq(session.id) if session.persisted else len(view)
+    stored = browsable(engine.store).last_seq(session.id) if session.persisted else len(view)
     out.print(
         f"[bold]The view[/bold]: {len(view)} messages the model sees, of {stored} in the "
         "transcript (nothing is deleted: the rest is in the store)."
@@ -226,7 +227,7 @@ def _resume(chat: ChatState, argument: str) -> bool:
 
 
 def _sessions(chat: ChatState, argument: str) -> bool:
-    store = chat.session.engine.store
+    store = browsable(chat.session.engine.store)
     sessions = store.list_sessions(limit=15)
     if not sessions:
         chat.out.print("No stored sessions yet.")

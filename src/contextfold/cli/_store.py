@@ -19,11 +19,16 @@ from typing import Annotated, Any
 
 import typer
 
-from contextfold._exceptions import StoreError
+from contextfold._exceptions import StoreError, UsageError
 from contextfold._paths import default_store_path
 from contextfold.cli._render import print_error
 from contextfold.config import Settings, load_settings
-from contextfold.store import SessionStore, SQLiteVersionWarning, open_store
+from contextfold.store import (
+    BrowsableSessionStore,
+    SessionStore,
+    SQLiteVersionWarning,
+    open_store,
+)
 from contextfold.store._sqlite_paths import write_problem
 from contextfold.store.postgres import redact_url
 from contextfold.store.sqlite import wal_reset_explanation
@@ -35,6 +40,7 @@ __all__ = [
     "SessionArgument",
     "StoreLocation",
     "StoreOption",
+    "browsable",
     "missing_session",
     "open_existing_store",
     "print_store_warnings",
@@ -127,7 +133,7 @@ def print_store_warnings(caught: Sequence[warnings.WarningMessage], where: objec
 
 
 @contextmanager
-def open_existing_store(location: StoreLocation) -> Iterator[SessionStore]:
+def open_existing_store(location: StoreLocation) -> Iterator[BrowsableSessionStore]:
     """The store at ``location``, closed afterwards; the caller checked that it exists.
 
     A SQLite file that cannot be written is opened read-only (see the module docstring).
@@ -145,6 +151,17 @@ def open_existing_store(location: StoreLocation) -> Iterator[SessionStore]:
         yield store
     finally:
         store.close()
+
+
+def browsable(store: SessionStore) -> BrowsableSessionStore:
+    """The engine's store as one the CLI can look around (the CLI opens a built-in one, which
+    is); a ``UsageError`` for a store that only offers what the engine needs."""
+    if isinstance(store, BrowsableSessionStore):
+        return store
+    raise UsageError(
+        f"{type(store).__name__} offers only what the engine needs; listing sessions and "
+        "reading a transcript back need a built-in store (open_store)"
+    )
 
 
 def missing_session(session_id: str, location: StoreLocation) -> StoreError:

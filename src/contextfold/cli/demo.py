@@ -39,6 +39,7 @@ from contextfold.cli._demo_script import (
 )
 from contextfold.cli._meter import MeterTracker
 from contextfold.cli._printer import TranscriptPrinter, print_wrapped
+from contextfold.cli._store import browsable
 from contextfold.config import Settings
 from contextfold.edits import MaskEdit, edit_action
 from contextfold.engine import Session
@@ -156,7 +157,7 @@ def _run_demo(out: Console, folder: Path, window: int) -> None:
         print_wrapped(
             out,
             f"Resumed from the snapshot: {len(view)} messages in the view "
-            f"(the transcript holds {agent.engine.store.last_seq(session_id)}).",
+            f"(the transcript holds {browsable(agent.engine.store).last_seq(session_id)}).",
         )
         _turn(out, agent, resumed, 3, THIRD_TASK, tally)
     finally:

@@ -34,7 +34,7 @@ from contextfold.cli._stored_state import learned_window_line, with_engine_state
 from contextfold.compaction.pipeline import replaced_by
 from contextfold.edits import ContextEdit, MaskEdit, edit_action
 from contextfold.messages import Message
-from contextfold.store import EditRecord, EventRecord, SessionInfo, SessionStore
+from contextfold.store import BrowsableSessionStore, EditRecord, EventRecord, SessionInfo
 from contextfold.store._replay import replay
 
 __all__ = ["build_timeline", "inspect"]
@@ -99,7 +99,7 @@ def inspect(
 # --------------------------------------------------------------------------------------------------
 
 
-def build_timeline(store: SessionStore, session_id: str) -> list[dict[str, Any]]:
+def build_timeline(store: BrowsableSessionStore, session_id: str) -> list[dict[str, Any]]:
     """The session's calls, edits, compactions and notable events as JSON-ready dicts, in the
     order they were recorded."""
     messages = list(store.iter_messages(session_id))

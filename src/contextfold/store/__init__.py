@@ -13,9 +13,10 @@ from typing import Any
 from contextfold._exceptions import UsageError
 from contextfold._paths import default_store_path
 from contextfold.redaction import redact_json, redact_text
+from contextfold.store._async import AsyncStoreMixin
 from contextfold.store._records import EditRecord, EventRecord, LoadedView, SessionInfo, Snapshot
 from contextfold.store._schema import LATEST_VERSION
-from contextfold.store.base import AsyncStoreMixin, SessionStore, SyncSessionStore
+from contextfold.store.base import BrowsableSessionStore, SessionStore
 from contextfold.store.postgres import DATABASE_URL_ENV, PostgresStore
 from contextfold.store.sqlite import SQLiteStore, SQLiteVersionWarning
 
@@ -23,6 +24,7 @@ __all__ = [
     "DATABASE_URL_ENV",
     "LATEST_VERSION",
     "AsyncStoreMixin",
+    "BrowsableSessionStore",
     "EditRecord",
     "EventRecord",
     "LoadedView",
@@ -32,7 +34,6 @@ __all__ = [
     "SessionInfo",
     "SessionStore",
     "Snapshot",
-    "SyncSessionStore",
     "open_store",
     "redact_json",
     "redact_text",
@@ -42,7 +43,9 @@ _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _SQLITE_SCHEME = "sqlite://"
 
 
-def open_store(url_or_path: str | os.PathLike[str] | None = None, **options: Any) -> SessionStore:
+def open_store(
+    url_or_path: str | os.PathLike[str] | None = None, **options: Any
+) -> SQLiteStore | PostgresStore:
     """The session store at ``url_or_path``, opened and migrated to the current schema.
 
     - ``None``: ``$CONTEXTFOLD_DATABASE_URL`` if set, else the default SQLite file

@@ -25,6 +25,7 @@ from contextfold.edits import ContextEdit
 from contextfold.messages import Message, new_message_id
 from contextfold.redaction import redact_text
 from contextfold.store import _codec
+from contextfold.store._async import AsyncStoreMixin
 from contextfold.store._integrity import check_rows
 from contextfold.store._queries import (
     EDITS_AFTER,
@@ -43,7 +44,6 @@ from contextfold.store._queries import (
 from contextfold.store._records import EditRecord, EventRecord, LoadedView, SessionInfo, Snapshot
 from contextfold.store._replay import replay, snapshot_point_problem
 from contextfold.store._schema import Dialect, migrate, schema_version
-from contextfold.store.base import AsyncStoreMixin
 
 __all__ = ["DEFAULT_BATCH_SIZE", "SQLStore"]
 
@@ -52,7 +52,7 @@ DEFAULT_BATCH_SIZE = 500
 
 
 class SQLStore(AsyncStoreMixin, ABC):
-    """The shared implementation of :class:`~contextfold.store.SessionStore` over SQL.
+    """The shared implementation of :class:`~contextfold.store.BrowsableSessionStore` over SQL.
 
     ``location`` names the database in errors (a path, or a URL without its password);
     ``redact`` turns secret redaction of persisted text on (the default) or off.
