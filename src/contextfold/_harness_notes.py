@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from contextfold.messages import Message
+from contextfold.messages import Message, MessageKind
 
 __all__ = [
     "HARNESS_NOTE_KIND",
@@ -31,7 +31,7 @@ __all__ = [
     "typed_text",
 ]
 
-HARNESS_NOTE_KIND = "harness_note"
+HARNESS_NOTE_KIND: MessageKind = "harness_note"
 """``Meta.kind`` of a user-role message the agent harness wrote (sent to the model, never a
 user turn)."""
 

@@ -20,7 +20,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias
 
-from contextfold.messages import Message, Part, ToolCallPart, ToolResultPart, new_message_id
+from contextfold.messages import (
+    Message,
+    MessageKind,
+    Part,
+    ToolCallPart,
+    ToolResultPart,
+    new_message_id,
+)
 
 __all__ = [
     "DROP_NOTE_KIND",
@@ -130,7 +137,7 @@ class DropEdit:
 
 ContextEdit: TypeAlias = MaskEdit | ArchiveEdit | SummarizeEdit | DropEdit
 
-DROP_NOTE_KIND = "drop_note"
+DROP_NOTE_KIND: MessageKind = "drop_note"
 """``Meta.kind`` of the note that stands where dropped messages were (it lists their refs)."""
 
 EditAction: TypeAlias = Literal["mask", "truncate", "clear", "archive", "summary", "digest", "drop"]

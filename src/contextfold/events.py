@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar
 
 from contextfold._private_files import make_private_dir, open_private
 from contextfold.redaction import redact_json
@@ -43,8 +43,18 @@ __all__ = [
     "SummarizerFellBack",
     "TokenUsage",
     "ToolsDeferred",
+    "Trigger",
     "event_from_dict",
 ]
+
+Trigger: TypeAlias = Literal[
+    "threshold", "block", "manual", "agent", "overflow", "background", "mask"
+]
+"""What started a compaction: the view crossed the compact threshold (``threshold``) or nearly
+filled the window (``block``); the user (``manual``) or the agent's own tool (``agent``) asked;
+the provider refused the request as too long (``overflow``); a result prepared in the engine's
+worker thread was used (``background``); or the mask zone masked old outputs (``mask``, which
+ends with a finished event only when it changed something)."""
 
 _EVENT_TYPES: dict[str, type[Event]] = {}
 _E = TypeVar("_E", bound="Event")
@@ -109,11 +119,10 @@ class TokenUsage(Event):
 @_register
 @dataclass(frozen=True, kw_only=True)
 class CompactionStarted(Event):
-    """A compaction began. ``trigger`` is ``"threshold"``, ``"block"``, ``"manual"``,
-    ``"agent"``, ``"overflow"`` or ``"background"``."""
+    """A compaction began, for the reason its :data:`Trigger` names."""
 
     type: ClassVar[str] = "compaction_started"
-    trigger: str
+    trigger: Trigger
     zone: str
     before_tokens: int
     target_tokens: int
@@ -130,7 +139,7 @@ class CompactionFinished(Event):
     """
 
     type: ClassVar[str] = "compaction_finished"
-    trigger: str
+    trigger: Trigger
     before_tokens: int
     after_tokens: int
     before_messages: int
@@ -153,7 +162,7 @@ class CompactionFailed(Event):
     that was not used (it is reported, never retried in a loop)."""
 
     type: ClassVar[str] = "compaction_failed"
-    trigger: str
+    trigger: Trigger
     before_tokens: int
     after_tokens: int
     reason: str

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias, TypeVar, get_args
 
 __all__ = [
+    "MESSAGE_KINDS",
     "ImagePart",
     "Message",
     "MessageKind",
@@ -44,8 +45,20 @@ __all__ = [
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 _ROLES: frozenset[str] = frozenset(get_args(Role))
 
-MessageKind: TypeAlias = str
-"""What a message is for. Known kinds (free-form strings are allowed for extensions):
+MessageKind: TypeAlias = Literal[
+    "message",
+    "tool_result",
+    "tool_result_archived",
+    "tool_summary",
+    "summary",
+    "synthetic",
+    "restart_marker",
+    "wind_down",
+    "context_note",
+    "drop_note",
+    "harness_note",
+]
+"""What a message is for:
 
 - ``"message"``: ordinary conversation turn (the default);
 - ``"tool_result"``: a message of tool results;
@@ -54,9 +67,11 @@ MessageKind: TypeAlias = str
 - ``"summary"``: a compaction summary (holds a :class:`SummaryPart`);
 - ``"synthetic"``: made up by contextfold (e.g. an "aborted" result for a dangling call);
 - ``"restart_marker"``, ``"wind_down"``, ``"context_note"``: notes contextfold adds for the model;
+- ``"drop_note"``: the note standing where compaction dropped messages (it lists their refs);
 - ``"harness_note"``: user-role text the agent harness wrote, not the user (an interruption
   marker, a hook reminder...; see :mod:`contextfold._harness_notes`).
 """
+MESSAGE_KINDS: frozenset[MessageKind] = frozenset(get_args(MessageKind))
 
 
 _id_clock_lock = threading.Lock()
@@ -328,7 +343,7 @@ class Meta:
         return cls(
             agent_visible=bool(data.get("agent_visible", True)),
             user_visible=bool(data.get("user_visible", True)),
-            kind=str(data.get("kind", "message")),
+            kind=_message_kind(data.get("kind", "message")),
             tokens=data.get("tokens"),
             turn=data.get("turn"),
             created_at=data.get("created_at"),
@@ -341,6 +356,14 @@ class Meta:
 # --------------------------------------------------------------------------------------------------
 # Message
 # --------------------------------------------------------------------------------------------------
+
+
+def _message_kind(value: object) -> MessageKind:
+    """A stored ``kind``, checked: an unknown one is a damaged or foreign record, not a note."""
+    for kind in MESSAGE_KINDS:
+        if kind == value:
+            return kind
+    raise ValueError(f"unknown message kind {value!r}; expected one of {sorted(MESSAGE_KINDS)}")
 
 
 @dataclass(frozen=True, slots=True)

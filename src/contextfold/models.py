@@ -18,7 +18,7 @@ import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypeAlias, get_args
 
 from contextfold._exceptions import ConfigError, UnknownModelError
 from contextfold.messages import Usage
@@ -26,11 +26,45 @@ from contextfold.messages import Usage
 __all__ = [
     "LONG_CONTEXT_WINDOW",
     "OPENAI_MIN_CACHEABLE_TOKENS",
+    "PROVIDERS",
     "ModelInfo",
     "ModelRegistry",
+    "Provider",
     "default_registry",
     "model_for_window",
 ]
+
+Provider: TypeAlias = Literal[
+    "anthropic",
+    "openai",
+    "openai-compatible",
+    "ollama",
+    "vllm",
+    "llamacpp",
+    "openrouter",
+    "google",
+    "deepseek",
+    "meta",
+    "qwen",
+    "scripted",
+    "custom",
+]
+"""Who serves or makes a model: an API contextfold talks to (``anthropic``, ``openai``, a local
+server), a maker whose models the registry lists (``google``, ``meta``...), ``scripted`` for the
+offline test model, or ``custom`` for anything else. It decides how prompts are cached and which
+history rules a request must pass (:func:`contextfold.normalize.history_rules_for`)."""
+
+PROVIDERS: frozenset[Provider] = frozenset(get_args(Provider))
+
+
+def provider_named(text: str) -> Provider:
+    """The provider a ``provider/name`` prefix spells (any case), ``custom`` when unknown."""
+    name = text.strip().lower()
+    for provider in PROVIDERS:
+        if provider == name:
+            return provider
+    return "custom"
+
 
 OPENAI_MIN_CACHEABLE_TOKENS = 1_024
 """OpenAI caches prompt prefixes automatically from 1,024 tokens on."""
@@ -43,7 +77,7 @@ class ModelInfo:
     name: str
     context_window: int
     """Tokens the model accepts in one request, prompt and reply together."""
-    provider: str = "custom"
+    provider: Provider = "custom"
     max_output_tokens: int = 4_096
     """Most tokens one reply may have (what a request may ask for with ``max_tokens``)."""
     input_price: float | None = None
@@ -57,6 +91,11 @@ class ModelInfo:
     aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.provider not in PROVIDERS:
+            raise ConfigError(
+                f"models.{self.name}.provider",
+                f"unknown provider {self.provider!r}; expected one of {sorted(PROVIDERS)}",
+            )
         for setting in ("context_window", "max_output_tokens"):
             value = getattr(self, setting)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -193,10 +232,13 @@ class ModelRegistry:
             raise ConfigError(
                 f"models.{name}.context_window", "required for a model the registry does not know"
             )
-        provider, _, bare = name.rpartition("/")
+        prefix, _, bare = name.rpartition("/")
         settings.setdefault("name", bare)
-        if provider:
+        if prefix:
+            provider = provider_named(prefix.partition("/")[0])
             settings.setdefault("provider", provider)
+            if provider != prefix:  # "local/qwen" (a custom one): found by the name it was given
+                settings["aliases"] = (*settings.get("aliases", ()), name)
         return ModelInfo(**settings)
 
     def copy(self) -> ModelRegistry:
@@ -252,7 +294,7 @@ def default_registry() -> ModelRegistry:
 
 
 def _m(
-    provider: str,
+    provider: Provider,
     name: str,
     window: int,
     max_output: int,

@@ -6,7 +6,8 @@ logged twice, a compaction that kept one half of a pair. :func:`repair` makes an
 valid and says what it changed; :func:`validate` raises :class:`~contextfold.HistoryError`
 naming the first problem's message index and call id.
 
-The rules (``provider="any"`` applies all of them; ``"openai"`` skips the Anthropic-only ones):
+The rules (``provider="any"`` applies all of them; ``"openai"`` skips the Anthropic-only ones;
+:func:`history_rules_for` says which set a model's provider needs):
 
 1. Every call gets exactly one result, in ``tool`` messages right after the assistant message
    that made it. A dangling call gets a synthesized result (``"aborted: no result was
@@ -60,20 +61,44 @@ from contextfold.messages import (
     ToolResultPart,
     new_message_id,
 )
+from contextfold.models import Provider
 
 __all__ = [
     "ABORTED_RESULT_TEXT",
     "LEADING_USER_TEXT",
-    "Provider",
+    "HistoryRules",
     "RepairChange",
     "RepairKind",
     "RepairReport",
+    "history_rules_for",
     "repair",
     "synthesized_result",
     "validate",
 ]
 
-Provider: TypeAlias = Literal["any", "openai", "anthropic"]
+HistoryRules: TypeAlias = Literal["any", "openai", "anthropic"]
+"""Which rules a history must pass: ``"anthropic"`` and ``"any"`` all of them, ``"openai"`` all
+but the Anthropic-only ones (rule 6)."""
+
+
+def history_rules_for(provider: Provider) -> HistoryRules:
+    """The history rules a request to ``provider`` must pass.
+
+    Only OpenAI's own API gets the lenient set: it is documented to take a history that opens
+    with an assistant message and any call id. Every other provider gets all the rules. Local
+    servers (Ollama, vLLM, llama.cpp) render the history through the model's chat template, and
+    common templates refuse what the lenient set lets through: Qwen3's raises "No user query
+    found in messages" (HTTP 400 from vLLM and from llama.cpp with ``--jinja``) when compaction
+    left no user turn, Mistral's and Gemma's insist on a user turn first. The strict set costs
+    them nothing they would notice: a one-word user turn before a leading assistant message and
+    call ids renamed consistently with their results.
+    """
+    if provider == "openai":
+        return "openai"
+    if provider == "anthropic":
+        return "anthropic"
+    return "any"
+
 
 RepairKind: TypeAlias = Literal[
     "synthesized_result",
@@ -135,7 +160,7 @@ class RepairReport:
         return ", ".join(f"{count} {kind}" for kind, count in self.counts.items())
 
 
-def validate(messages: Sequence[Message], *, provider: Provider = "any") -> None:
+def validate(messages: Sequence[Message], *, provider: HistoryRules = "any") -> None:
     """Raise :class:`HistoryError` (with ``index`` and ``call_id``) unless ``messages`` meet the
     rules of ``provider``; :func:`repair` fixes whatever this rejects."""
     strict = provider != "openai"
@@ -171,7 +196,7 @@ class _Response:
 @dataclass(slots=True)
 class _Repairer:
     messages: Sequence[Message]  # the part of the view that needs repair
-    provider: Provider
+    provider: HistoryRules
     origin: Sequence[int] = ()  # index in the caller's list of each of ``messages``
     used_ids: set[str] = field(default_factory=set)  # call ids given out so far (prefix first)
     needs_user_turn: bool = True  # the valid prefix has no user turn yet
@@ -467,7 +492,7 @@ def _unique_id(base: str, taken: set[str]) -> str:
 
 
 def repair(
-    messages: Sequence[Message], *, provider: Provider = "any"
+    messages: Sequence[Message], *, provider: HistoryRules = "any"
 ) -> tuple[list[Message], RepairReport]:
     """A copy of ``messages`` that :func:`validate` accepts, and the report of every change.
 

@@ -110,3 +110,21 @@ def test_a_rebased_background_result_describes_the_current_view() -> None:
     assert result.what_changed().endswith(")") and f"of {len(current)} messages" in (
         result.what_changed()
     )
+
+
+def test_every_result_carries_the_target_and_mode_of_its_context() -> None:
+    """Results are made in one place (``CompactResult.of_run``): a run in hard mode, a worker
+    error and a rebased background result all say the target and mode they ran under."""
+    view = chat(turns=8, rounds_per_turn=3, output_chars=2_000)
+    ctx = make_ctx(view, target=3_000, window=40_000, hard=True)
+    ran = Compactor.preset("mask-first").compact(ctx)
+    failed = failed_result(ctx, "summarizer crashed")
+    with BackgroundCompactor(Compactor.preset("mask-first")) as background:
+        assert background.maybe_start(ctx)
+        background.wait()
+        rebased = background.take([*view, *agent_log(rounds=1)[2:]])
+    assert rebased is not None
+    for result in (ran, failed, rebased):
+        assert (result.target_tokens, result.hard) == (3_000, True)
+    assert ran.before_view == failed.before_view == tuple(view)
+    assert failed.view == tuple(view) and failed.before_tokens == failed.after_tokens

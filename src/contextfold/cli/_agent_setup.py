@@ -30,12 +30,19 @@ from contextfold.agent import (
 )
 from contextfold.cli._render import print_error
 from contextfold.cli._store import StoreOption, print_store_warnings, warn_wal_reset
-from contextfold.compaction import Compactor, LLMSummarizer, RestartPolicy, Summarizer
+from contextfold.compaction import (
+    Compactor,
+    LLMSummarizer,
+    PresetName,
+    RestartPolicy,
+    Summarizer,
+    preset_named,
+)
 from contextfold.config import Settings, load_settings
 from contextfold.engine import ContextEngine, ContextPolicy, Session
 from contextfold.events import EventSink
 from contextfold.instructions import DEFAULT_MAX_BYTES, InstructionsLoader
-from contextfold.models import ModelInfo, default_registry, model_for_window
+from contextfold.models import ModelInfo, default_registry, model_for_window, provider_named
 from contextfold.providers import ChatModel, model_from_name, served_window
 from contextfold.store import SessionStore, open_store
 
@@ -56,7 +63,7 @@ __all__ = [
     "model_info",
 ]
 
-DEFAULT_PRESET = "mask-first"
+DEFAULT_PRESET: PresetName = "mask-first"
 """The compaction preset when no setting names one (the engine's own default)."""
 
 SCRIPTED_WINDOW = 16_000
@@ -178,7 +185,7 @@ def model_info(name: str, settings: Settings) -> ModelInfo:
                 f'[models."{name}"] context_window = N to contextfold.toml',
             )
         base = model_for_window(window or SCRIPTED_WINDOW, name=bare or name)
-        return replace(base, provider=provider or "custom")
+        return replace(base, provider=provider_named(provider))
     if window is not None:
         # The reply reserve belongs to the window: never more than it.
         return replace(
@@ -213,7 +220,7 @@ def _compactor(settings: Settings) -> Compactor:
     if min_progress is not None:
         options["min_progress"] = min_progress
     return Compactor.preset(
-        settings.get("preset") or DEFAULT_PRESET,
+        preset_named(settings.get("preset") or DEFAULT_PRESET),
         restart=RestartPolicy(**settings.section("restart")),
         **options,
     )

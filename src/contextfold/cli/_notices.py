@@ -11,6 +11,7 @@ moved on): it did nothing to the context, and the compaction that ran instead ha
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from contextfold.agent._text import human_size
@@ -27,6 +28,7 @@ from contextfold.events import (
     SessionRestarted,
     SummarizerFellBack,
     ToolsDeferred,
+    Trigger,
 )
 
 __all__ = [
@@ -38,15 +40,15 @@ __all__ = [
     "short_compaction",
 ]
 
-MANUAL_TRIGGER = "manual"
+MANUAL_TRIGGER: Trigger = "manual"
 """The trigger of a compaction the user asked for (``session.compact()``'s default)."""
-BACKGROUND_TRIGGER = "background"
+BACKGROUND_TRIGGER: Trigger = "background"
 """The trigger of a compaction prepared in the engine's worker thread."""
 SHORT_COMPACTION = "it freed less than a compaction should"
 """What a notice adds for a compaction that fell short of the minimum progress (its event's
 ``note`` holds the engine's figures)."""
 _WAITS = ", so the next automatic one waits until the context has grown"
-_WAITING_TRIGGERS = frozenset({"threshold", BACKGROUND_TRIGGER})
+_WAITING_TRIGGERS: frozenset[Trigger] = frozenset({"threshold", BACKGROUND_TRIGGER})
 """Triggers after whose short compaction the engine holds back the next automatic one."""
 
 
@@ -55,7 +57,7 @@ def short_compaction(trigger: str) -> str:
     return SHORT_COMPACTION + (_WAITS if trigger in _WAITING_TRIGGERS else "")
 
 
-_TRIGGERS = {
+_TRIGGERS: Mapping[Trigger, str] = {
     "threshold": "the window reached the compact threshold",
     "block": "the window was nearly full",
     "agent": "the model asked for it",

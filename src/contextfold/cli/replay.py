@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,7 +14,7 @@ from contextfold.cli import _render
 from contextfold.cli._render import JsonFlag
 from contextfold.cli._replay_table import print_table
 from contextfold.cli._transcripts import TranscriptPaths, read_transcripts
-from contextfold.compaction import PRESETS
+from contextfold.compaction import PRESETS, PresetName
 from contextfold.models import default_registry
 from contextfold.replay import (
     DEFAULT_PRESETS,
@@ -106,13 +106,7 @@ def replay(
 
         contextfold replay trajectories/ -p mask-first -p window --json
     """
-    chosen = list(dict.fromkeys(presets or DEFAULT_PRESETS))
-    unknown = [p for p in chosen if p not in PRESETS]
-    if unknown:
-        raise typer.BadParameter(
-            f"unknown preset {unknown[0]!r}; choose from {', '.join(PRESETS)}",
-            param_hint="--preset",
-        )
+    chosen = _presets(presets or DEFAULT_PRESETS)
     registry = default_registry()
     if model and window is None:
         registry.get(model)  # an unknown --model is reported before any file is read
@@ -160,6 +154,20 @@ def replay(
         _render.print_error(f"{_render.plural(len(errors), 'file')} could not be replayed")
     if errors or report_error:
         raise typer.Exit(1)
+
+
+def _presets(names: Iterable[str]) -> list[PresetName]:
+    """The presets named, each once, in order; an unknown one is the option's error."""
+    chosen: list[PresetName] = []
+    for name in dict.fromkeys(names):
+        preset = next((p for p in PRESETS if p == name), None)
+        if preset is None:
+            raise typer.BadParameter(
+                f"unknown preset {name!r}; choose from {', '.join(PRESETS)}",
+                param_hint="--preset",
+            )
+        chosen.append(preset)
+    return chosen
 
 
 def _check_report_path(report: Path) -> None:

@@ -56,6 +56,8 @@ from contextfold.compaction.pipeline import (
     Compactor,
     CompactResult,
     Preset,
+    PresetName,
+    preset_named,
 )
 from contextfold.compaction.restart import (
     RestartPolicy,
@@ -75,12 +77,14 @@ from contextfold.compaction.strategies import (
 from contextfold.compaction.summary import (
     SECTION_NAMES,
     ExtractiveSummarizer,
+    SectionName,
     StructuredSummary,
     Summarizer,
     SummaryCaps,
     SummaryItem,
 )
 from contextfold.compaction.window import RecentWindow, atomic_units, recent_window_start
+from contextfold.events import Trigger
 
 __all__ = [
     "DEFAULT_MIN_PROGRESS",
@@ -99,8 +103,10 @@ __all__ = [
     "LLMSummarizer",
     "MaskObservations",
     "Preset",
+    "PresetName",
     "RecentWindow",
     "RestartPolicy",
+    "SectionName",
     "SessionFacts",
     "ShrinkToFit",
     "Strategy",
@@ -112,10 +118,12 @@ __all__ = [
     "TokenCounter",
     "ToolAction",
     "ToolResultDigest",
+    "Trigger",
     "TruncateToolResults",
     "atomic_units",
     "extract_facts",
     "plan_restart",
+    "preset_named",
     "recent_window_start",
     "restart_marker",
     "wind_down_message",

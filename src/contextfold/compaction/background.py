@@ -140,20 +140,19 @@ class BackgroundCompactor:
             events.extend(more.events)
             summary = more.summary or summary
             failed, reason = more.failed, more.reason
-        return CompactResult(
+        return CompactResult.of_run(
+            ctx,
             before_tokens=before,
             after_tokens=ctx.with_view(view).tokens(),
-            strategies_run=tuple(ran),
-            edits=tuple(edits),
-            view=tuple(view),
-            before_view=tuple(current_view),
-            target_tokens=ctx.target_tokens,
+            view=view,
+            before_view=current_view,
+            edits=edits,
+            strategies_run=ran,
             failed=failed,
             reason=reason,
             cpu_seconds=prepared.cpu_seconds + time.thread_time() - started,
             summary=summary,
-            events=tuple(events),
-            hard=ctx.hard,
+            events=events,
         )
 
     # -- stopping --------------------------------------------------------------------------------

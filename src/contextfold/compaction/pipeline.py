@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
-from typing import ClassVar
+from typing import ClassVar, Literal, TypeAlias
 
 from contextfold._exceptions import ConfigError
 from contextfold.compaction._context import CompactionContext
@@ -46,7 +46,9 @@ __all__ = [
     "CompactResult",
     "Compactor",
     "Preset",
+    "PresetName",
     "freed_by",
+    "preset_named",
     "replaced_by",
 ]
 
@@ -97,6 +99,42 @@ class CompactResult:
     summary: StructuredSummary | None = None
     events: tuple[Event, ...] = ()
     hard: bool = False
+
+    @classmethod
+    def of_run(
+        cls,
+        ctx: CompactionContext,
+        *,
+        before_tokens: int,
+        after_tokens: int,
+        view: Sequence[Message],
+        before_view: Sequence[Message] | None = None,
+        edits: Sequence[ContextEdit] = (),
+        strategies_run: Sequence[str] = (),
+        failed: bool = False,
+        reason: str = "",
+        cpu_seconds: float = 0.0,
+        summary: StructuredSummary | None = None,
+        events: Sequence[Event] = (),
+    ) -> CompactResult:
+        """The result of a run on ``ctx`` that gave ``view``: the one way results are made, so
+        that the target and hard mode always come from the context the run had, and the view it
+        started from is ``ctx.view`` unless the run was moved onto another one."""
+        return cls(
+            before_tokens=before_tokens,
+            after_tokens=after_tokens,
+            strategies_run=tuple(strategies_run),
+            edits=tuple(edits),
+            view=tuple(view),
+            before_view=tuple(ctx.view if before_view is None else before_view),
+            target_tokens=ctx.target_tokens,
+            failed=failed,
+            reason=reason,
+            cpu_seconds=cpu_seconds,
+            summary=summary,
+            events=tuple(events),
+            hard=ctx.hard,
+        )
 
     @property
     def freed_tokens(self) -> int:
@@ -190,17 +228,8 @@ class CompactResult:
 def failed_result(ctx: CompactionContext, reason: str) -> CompactResult:
     """A result that changed nothing and says why (used for worker errors)."""
     tokens = ctx.tokens()
-    return CompactResult(
-        before_tokens=tokens,
-        after_tokens=tokens,
-        strategies_run=(),
-        edits=(),
-        view=tuple(ctx.view),
-        before_view=tuple(ctx.view),
-        target_tokens=ctx.target_tokens,
-        failed=True,
-        reason=reason,
-        hard=ctx.hard,
+    return CompactResult.of_run(
+        ctx, before_tokens=tokens, after_tokens=tokens, view=ctx.view, failed=True, reason=reason
     )
 
 
@@ -229,7 +258,10 @@ def _mask_first_chain(o: Mapping[str, float]) -> tuple[Strategy, ...]:
     )
 
 
-PRESETS: Mapping[str, Preset] = {
+PresetName: TypeAlias = Literal["mask-first", "summarize", "window", "restart"]
+"""A named compaction configuration (the ``preset`` setting); see :data:`PRESETS`."""
+
+PRESETS: Mapping[PresetName, Preset] = {
     "mask-first": Preset(
         "mask zone: one batch of old outputs masked; compact zone: truncate big outputs, mask, "
         "summarize, then drop the oldest units (the default)",
@@ -259,6 +291,14 @@ PRESETS: Mapping[str, Preset] = {
 """The presets by name (the ``preset`` setting)."""
 
 
+def preset_named(text: str) -> PresetName:
+    """The preset ``text`` names; :class:`ConfigError` listing the presets when none."""
+    for name in PRESETS:
+        if name == text:
+            return name
+    raise ConfigError("preset", f"unknown preset {text!r}; choose one of {sorted(PRESETS)}")
+
+
 @dataclass
 class Compactor:
     """Runs strategies in order until the view fits its target; see the module docstring.
@@ -274,7 +314,7 @@ class Compactor:
     mask_strategies: Sequence[Strategy] = ()
     min_progress: float = DEFAULT_MIN_PROGRESS
     restart: RestartPolicy | None = None
-    name: str = "custom"
+    name: PresetName | Literal["custom"] = "custom"
     hard_extras: Sequence[Strategy] = field(default_factory=lambda: (DropOldest(), ShrinkToFit()))
 
     PRESET_OPTIONS: ClassVar[Mapping[str, float]] = {
@@ -286,7 +326,7 @@ class Compactor:
     @classmethod
     def preset(
         cls,
-        name: str,
+        name: PresetName,
         *,
         min_progress: float = DEFAULT_MIN_PROGRESS,
         restart: RestartPolicy | None = None,
@@ -294,9 +334,7 @@ class Compactor:
     ) -> Compactor:
         """The compactor of a named preset (:data:`PRESETS`); ``options`` tune its strategies:
         ``mask_batch_share``, ``truncate_above_tokens``, ``truncate_keep_tokens``."""
-        spec = PRESETS.get(name)
-        if spec is None:
-            raise ConfigError("preset", f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+        spec = PRESETS[preset_named(name)]  # checked again for callers without a type checker
         unknown = set(options) - set(cls.PRESET_OPTIONS)
         if unknown:
             raise ConfigError(
@@ -354,20 +392,18 @@ class Compactor:
             ran.append(strategy.name)
             current = run_ctx.with_view(view).tokens()
         failed, reason = self._verdict(ctx, before, current, enforce_progress)
-        return CompactResult(
+        return CompactResult.of_run(
+            ctx,
             before_tokens=before,
             after_tokens=current,
-            strategies_run=tuple(ran),
-            edits=tuple(edits),
-            view=tuple(view),
-            before_view=tuple(ctx.view),
-            target_tokens=ctx.target_tokens,
+            view=view,
+            edits=edits,
+            strategies_run=ran,
             failed=failed,
             reason=reason,
             cpu_seconds=time.thread_time() - started,
             summary=_last_summary(edits, events),
-            events=tuple(events),
-            hard=ctx.hard,
+            events=events,
         )
 
     def _verdict(

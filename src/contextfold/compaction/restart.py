@@ -21,7 +21,7 @@ from contextfold.compaction.window import (
     task_index,
     turn_starts,
 )
-from contextfold.messages import Message, Meta, SummaryPart
+from contextfold.messages import Message, MessageKind, Meta, SummaryPart
 
 __all__ = [
     "DEFAULT_CARRY_TURNS",
@@ -38,7 +38,9 @@ DEFAULT_MAX_RESTARTS = 5
 """Restarts allowed per session chain (``restart.max_restarts``); past it the engine compacts in
 place instead, so a session that cannot make progress does not restart forever."""
 
-_SKIPPED_KINDS = frozenset({"summary", "restart_marker", "wind_down", "context_note"})
+_SKIPPED_KINDS: frozenset[MessageKind] = frozenset(
+    {"summary", "restart_marker", "wind_down", "context_note"}
+)
 """Notes of the parent session that the seed's own marker and summary supersede."""
 
 

@@ -1,7 +1,9 @@
 """Structured summaries: the eight sections that stand in for compacted history.
 
-A :class:`StructuredSummary` holds the sections of DESIGN §4 (Session Intent, Current Task, Files
-Modified, Files Read, Key Decisions, Failed Approaches, Errors Encountered, Next Steps). Each item
+A :class:`StructuredSummary` holds eight sections (Session Intent, Current Task, Files Modified,
+Files Read, Key Decisions, Failed Approaches, Errors Encountered, Next Steps: what an agent must
+not lose when its history goes, the files and errors above all, which it would otherwise redo).
+Each item
 cites the transcript messages it came from (``[src: id, ...]``) and, for tool outputs, the ``ref``
 that ``read_result`` resolves. :meth:`StructuredSummary.render` is the markdown the model reads;
 :meth:`StructuredSummary.sections_for_part` the structured form a
@@ -21,10 +23,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Literal, Protocol, TypeAlias, get_args
 
 from contextfold.compaction._facts import Fact, SessionFacts, extract_facts
-from contextfold.messages import Message, Meta, SummaryPart
+from contextfold.messages import Message, MessageKind, Meta, SummaryPart
 
 __all__ = [
     "DEFAULT_MAX_ITEM_CHARS",
@@ -32,6 +34,7 @@ __all__ = [
     "DEFAULT_SECTION_CAPS",
     "SECTION_NAMES",
     "ExtractiveSummarizer",
+    "SectionName",
     "StructuredSummary",
     "Summarizer",
     "SummaryCaps",
@@ -41,7 +44,7 @@ __all__ = [
     "summary_message",
 ]
 
-SECTION_NAMES: tuple[str, ...] = (
+SectionName: TypeAlias = Literal[
     "Session Intent",
     "Current Task",
     "Files Modified",
@@ -50,14 +53,19 @@ SECTION_NAMES: tuple[str, ...] = (
     "Failed Approaches",
     "Errors Encountered",
     "Next Steps",
-)
-"""The eight sections, in the order the model reads them (DESIGN §4)."""
+]
+"""A section of a structured summary: what an agent needs to go on after its history is gone
+(the task, where it stands, the files it touched, what it decided, tried and hit, what is next)."""
 
-_REPLACED_SECTIONS = frozenset({"Current Task", "Next Steps"})
+SECTION_NAMES: tuple[SectionName, ...] = get_args(SectionName)
+"""The eight sections, in the order the model reads them: intent and task first, so that a
+model reading the summary top-down knows what the rest is for."""
+
+_REPLACED_SECTIONS: frozenset[SectionName] = frozenset({"Current Task", "Next Steps"})
 """Sections that describe the present: a newer summary's items replace the older ones."""
-_FILE_SECTIONS = frozenset({"Files Modified", "Files Read"})
+_FILE_SECTIONS: frozenset[SectionName] = frozenset({"Files Modified", "Files Read"})
 
-DEFAULT_SECTION_CAPS: Mapping[str, int] = {
+DEFAULT_SECTION_CAPS: Mapping[SectionName, int] = {
     "Session Intent": 8,
     "Current Task": 4,
     "Files Modified": 40,
@@ -117,7 +125,7 @@ class SummaryItem:
             line = line[: match.start()]
         return cls(line.strip(), sources, refs)
 
-    def key(self, section: str) -> str:
+    def key(self, section: SectionName) -> str:
         """What makes two items the same (a file path, or the normalised text)."""
         if section in _FILE_SECTIONS and self.text:
             return self.text.split()[0].rstrip(":,")
@@ -140,7 +148,9 @@ def _keep_ends(ids: tuple[str, ...]) -> tuple[str, ...]:
 class SummaryCaps:
     """How large a summary may get: items per section, characters per item and in total."""
 
-    per_section: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_SECTION_CAPS))
+    per_section: Mapping[SectionName, int] = field(
+        default_factory=lambda: dict(DEFAULT_SECTION_CAPS)
+    )
     max_chars: int = DEFAULT_MAX_SUMMARY_CHARS
     max_item_chars: int = DEFAULT_MAX_ITEM_CHARS
 
@@ -153,11 +163,11 @@ class StructuredSummary:
     the extractive fallback; the pipeline turns it into a ``SummarizerFellBack`` event.
     """
 
-    sections: Mapping[str, tuple[SummaryItem, ...]] = field(default_factory=dict)
-    omitted: Mapping[str, int] = field(default_factory=dict)
+    sections: Mapping[SectionName, tuple[SummaryItem, ...]] = field(default_factory=dict)
+    omitted: Mapping[SectionName, int] = field(default_factory=dict)
     fallback_reason: str | None = None
 
-    def items(self, section: str) -> tuple[SummaryItem, ...]:
+    def items(self, section: SectionName) -> tuple[SummaryItem, ...]:
         """The items of one section (empty when it has none)."""
         return self.sections.get(section, ())
 
@@ -205,8 +215,8 @@ class StructuredSummary:
     @classmethod
     def from_sections(cls, sections: Mapping[str, Iterable[str]]) -> StructuredSummary:
         """Rebuild from :meth:`sections_for_part` output (unknown section names are ignored)."""
-        parsed: dict[str, tuple[SummaryItem, ...]] = {}
-        omitted: dict[str, int] = {}
+        parsed: dict[SectionName, tuple[SummaryItem, ...]] = {}
+        omitted: dict[SectionName, int] = {}
         for name, lines in sections.items():
             canonical = _canonical_section(name)
             if canonical is None:
@@ -252,7 +262,7 @@ class StructuredSummary:
         self, newer: StructuredSummary, caps: SummaryCaps | None = None
     ) -> StructuredSummary:
         """This summary brought up to date by ``newer``: items kept, deduplicated, added, capped."""
-        sections: dict[str, tuple[SummaryItem, ...]] = {}
+        sections: dict[SectionName, tuple[SummaryItem, ...]] = {}
         omitted = dict(self.omitted)
         for name in SECTION_NAMES:
             old, new = self.items(name), newer.items(name)
@@ -269,7 +279,7 @@ class StructuredSummary:
     def capped(self, caps: SummaryCaps | None = None) -> StructuredSummary:
         """This summary within ``caps``: the task and the most recent items are the ones kept."""
         caps = caps or SummaryCaps()
-        sections: dict[str, list[SummaryItem]] = {}
+        sections: dict[SectionName, list[SummaryItem]] = {}
         omitted = dict(self.omitted)
         for name in SECTION_NAMES:
             items = [_clip_item(i, caps.max_item_chars) for i in self.items(name)]
@@ -300,13 +310,13 @@ class StructuredSummary:
         return text in self.render()
 
 
-def present_sections(text: str) -> list[str]:
+def present_sections(text: str) -> list[SectionName]:
     """Which of the eight section headings ``text`` contains (for checking a model's reply)."""
     found = {_canonical_section(m) for m in re.findall(r"(?m)^\s*#{1,4}\s*(.+?)\s*#*$", text)}
     return [name for name in SECTION_NAMES if name in found]
 
 
-def _canonical_section(name: str) -> str | None:
+def _canonical_section(name: str) -> SectionName | None:
     lowered = name.lower()
     for canonical in SECTION_NAMES:
         if lowered.startswith(canonical.lower()):
@@ -315,7 +325,7 @@ def _canonical_section(name: str) -> str | None:
 
 
 def _merge(
-    name: str, old: Sequence[SummaryItem], new: Sequence[SummaryItem]
+    name: SectionName, old: Sequence[SummaryItem], new: Sequence[SummaryItem]
 ) -> tuple[SummaryItem, ...]:
     """Old items first, then new ones; a repeated item keeps its place and gains citations.
 
@@ -333,12 +343,14 @@ def _merge(
     return tuple(out.values())
 
 
-def _floor(section: str) -> int:
+def _floor(section: SectionName) -> int:
     """Items a section keeps whatever the total cap: Session Intent keeps the task."""
     return 1 if section == "Session Intent" else 0
 
 
-def _drop_oldest(name: str, items: list[SummaryItem], count: int) -> tuple[list[SummaryItem], int]:
+def _drop_oldest(
+    name: SectionName, items: list[SummaryItem], count: int
+) -> tuple[list[SummaryItem], int]:
     """Drop ``count`` oldest items; Session Intent keeps its first item (the task)."""
     if name == "Session Intent" and items:
         rest = items[1:]
@@ -358,7 +370,7 @@ def summary_message(
     summary: StructuredSummary,
     covers: tuple[str, str] | None,
     *,
-    kind: str = "summary",
+    kind: MessageKind = "summary",
     source: str = "contextfold",
 ) -> Message:
     """The user-role message holding ``summary`` as a ``SummaryPart`` (``meta.kind`` = ``kind``)."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from contextfold._harness_notes import is_harness_note
 from contextfold.compaction._protocols import TokenCounter
-from contextfold.messages import Message, SummaryPart
+from contextfold.messages import Message, MessageKind, SummaryPart
 
 __all__ = [
     "DEFAULT_RECENT_MAX_SHARE",
@@ -45,7 +45,7 @@ DEFAULT_RECENT_TURNS = 3
 DEFAULT_RECENT_MAX_SHARE = 0.25
 """Most of the window the recent turns may take (DESIGN §4): past it, whole units are shed."""
 
-NOTE_KINDS: frozenset[str] = frozenset(
+NOTE_KINDS: frozenset[MessageKind] = frozenset(
     {
         "summary",
         "tool_summary",

@@ -37,6 +37,7 @@ from dataclasses import replace
 
 from contextfold._exceptions import ContextOverflowError, RefNotFoundError, UnknownModelError
 from contextfold.budget import Zone
+from contextfold.compaction.pipeline import PresetName
 from contextfold.compaction.summary import ExtractiveSummarizer, StructuredSummary
 from contextfold.edits import ContextEdit, MaskEdit, apply_edit, edit_action
 from contextfold.engine import ContextEngine, ContextPolicy, PreparedRequest, Session
@@ -76,7 +77,7 @@ __all__ = [
     "resolve_model",
 ]
 
-DEFAULT_PRESETS: tuple[str, ...] = ("mask-first", "summarize", "window")
+DEFAULT_PRESETS: tuple[PresetName, ...] = ("mask-first", "summarize", "window")
 """Presets compared when none is named: the default, the Claude Code / Codex style, and the plain
 sliding window."""
 DEFAULT_MODEL = "gpt-4o"
@@ -145,7 +146,7 @@ class MeteredSummarizer:
 
 def replay(
     transcript: Transcript,
-    preset: str = "mask-first",
+    preset: PresetName = "mask-first",
     *,
     model: str | ModelInfo | None = None,
     window: int | None = None,
@@ -165,7 +166,7 @@ def replay(
 
 def _replay_once(
     transcript: Transcript,
-    preset: str,
+    preset: PresetName,
     info: ModelInfo,
     policy: ContextPolicy,
     probes: Sequence[Probe] | None,
@@ -194,7 +195,7 @@ def _replay_once(
 
 def replay_transcript(
     transcript: Transcript,
-    presets: Iterable[str] = DEFAULT_PRESETS,
+    presets: Iterable[PresetName] = DEFAULT_PRESETS,
     *,
     label: str | None = None,
     model: str | ModelInfo | None = None,

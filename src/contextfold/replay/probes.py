@@ -34,6 +34,7 @@ from contextfold.compaction._facts import extract_facts
 from contextfold.formats.transcript import Transcript
 from contextfold.messages import (
     Message,
+    MessageKind,
     SummaryPart,
     TextPart,
     ThinkingPart,
@@ -67,7 +68,7 @@ TASK_SENTENCE_MIN_CHARS = 20
 """Shortest sentence that can stand for the task (shorter ones are greetings or tags)."""
 TASK_PROBE_MAX_CHARS = 200
 """Longest task probe: a summary that quotes the task quotes at least this much of its start."""
-SUMMARY_KINDS = frozenset({"summary", "tool_summary"})
+SUMMARY_KINDS: frozenset[MessageKind] = frozenset({"summary", "tool_summary"})
 """Message kinds whose text counts as a summary rather than the conversation itself."""
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")

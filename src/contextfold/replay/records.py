@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from contextfold.compaction.pipeline import PresetName
 from contextfold.replay.probes import Retention
 
 __all__ = [
@@ -151,7 +152,7 @@ class TurnRecord:
 class ReplayRun:
     """One transcript replayed with one preset."""
 
-    preset: str
+    preset: PresetName
     model: str
     context_window: int
     effective_window: int
@@ -347,7 +348,7 @@ class TranscriptReplay:
     full_tokens: int
     """Our count of the whole transcript as one request (no compaction, summaries left out)."""
     original: OriginalAgent
-    runs: dict[str, ReplayRun] = field(default_factory=dict)
+    runs: dict[PresetName, ReplayRun] = field(default_factory=dict)
     unrecorded_prompt_tokens: int | None = None
     """How far the first recorded prompt exceeds our first request, when the transcript holds no
     system prompt (Claude Code and Codex logs leave out the system prompt and tool definitions)."""
@@ -394,7 +395,7 @@ class PresetTotals:
     """One preset's figures summed over every transcript of a run (the line a large run is read
     by)."""
 
-    preset: str
+    preset: PresetName
     transcripts: int = 0
     requests: int = 0
     peak_tokens: int = 0
@@ -456,9 +457,9 @@ class PresetTotals:
         }
 
 
-def preset_totals(replays: Iterable[TranscriptReplay]) -> dict[str, PresetTotals]:
+def preset_totals(replays: Iterable[TranscriptReplay]) -> dict[PresetName, PresetTotals]:
     """Each preset's figures summed over ``replays``, presets in first-seen order."""
-    totals: dict[str, PresetTotals] = {}
+    totals: dict[PresetName, PresetTotals] = {}
     for replay in replays:
         for preset, run in replay.runs.items():
             totals.setdefault(preset, PresetTotals(preset)).add(run)
