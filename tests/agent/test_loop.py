@@ -15,6 +15,7 @@ from contextfold import (
     Message,
     ScriptedModel,
     Session,
+    StoreError,
     ToolCallPart,
     model_for_window,
     validate,
@@ -322,6 +323,39 @@ def test_compact_context_is_answered_by_the_engine(engine: ContextEngine, toolbo
     result = results_in(model.requests[1])[0]
     assert result.name == "compact_context" and not result.is_error
     assert "compact" in result.content.lower()
+
+
+def test_an_engine_tool_that_cannot_write_the_store_is_the_models_information(
+    engine: ContextEngine, toolbox: Toolbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = engine.new_session()
+
+    def store_down(call: ToolCallPart) -> ToolResultPart | None:
+        raise StoreError("sessions.db: disk I/O error")
+
+    monkeypatch.setattr(session, "run_engine_tool", store_down)
+    model = ScriptedModel([call("compact_context"), "Carrying on."])
+
+    assert run_agent(session, model, toolbox, "Tidy up your context.").stop == "answered"
+    result = results_in(model.requests[1])[0]
+    assert result.is_error
+    assert result.content == "compact_context failed: StoreError: sessions.db: disk I/O error"
+
+
+def test_a_bug_in_an_engine_tool_is_not_passed_off_as_a_tool_result(
+    engine: ContextEngine, toolbox: Toolbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = engine.new_session()
+
+    def buggy(call: ToolCallPart) -> ToolResultPart | None:
+        raise TypeError("unsupported operand")
+
+    monkeypatch.setattr(session, "run_engine_tool", buggy)
+    model = ScriptedModel([call("compact_context"), "Carrying on."])
+
+    with pytest.raises(TypeError, match="unsupported operand"):
+        run_agent(session, model, toolbox, "Tidy up your context.")
+    assert len(model.requests) == 1
 
 
 def test_a_manual_restart_carries_the_task_and_keeps_refs_readable(

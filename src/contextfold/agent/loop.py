@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from contextfold._engine_session import Session, SystemPrompt
-from contextfold._exceptions import ContextOverflowError
+from contextfold._exceptions import ContextfoldError, ContextOverflowError
 from contextfold.agent.toolbox import Toolbox
 from contextfold.events import CallbackSink, Event
 from contextfold.messages import ToolCallPart, ToolResultPart
@@ -226,7 +226,10 @@ def _run_one(session: Session, toolbox: Toolbox, call: ToolCallPart) -> ToolResu
     """The result of one call: engine tools in the session, the rest in the toolbox."""
     try:
         part = session.run_engine_tool(call)
-    except Exception as exc:  # an engine tool failing is the model's information, not a crash
+    except ContextfoldError as exc:
+        # A store that cannot be written, a compaction that cannot run: the model reads why and
+        # goes on. The tools answer bad arguments and unreadable outputs themselves; anything
+        # else is a bug, which must not pass for a tool result.
         return ToolResultPart(
             call.call_id, call.name, f"{call.name} failed: {type(exc).__name__}: {exc}", True
         )

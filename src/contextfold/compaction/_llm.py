@@ -7,7 +7,9 @@ contain all eight ``## Section`` headings; it is parsed back into a
 :class:`~contextfold.compaction.summary.StructuredSummary` and merged into the previous one
 (earlier items are kept even if the model dropped them). Any failure (an exception, a missing
 section, an empty reply) falls back to the extractive summary: the result carries
-``fallback_reason`` and, when ``on_event`` is given, a ``SummarizerFellBack`` event is sent.
+``fallback_reason`` and, when ``on_event`` is given, a ``SummarizerFellBack`` event is sent. Inside
+a compaction leave ``on_event`` unset: the compaction reports the fallback itself, once, from
+``fallback_reason``.
 
 Every request fits the summarizing model's own window
 -----------------------------------------------------
@@ -192,7 +194,7 @@ class LLMSummarizer:
         """The model's summary of ``messages`` extending ``previous``; the fallback's on failure."""
         try:
             return self._fold(messages, previous, focus)
-        except Exception as exc:
+        except Exception as exc:  # any failure of the model's summary: the extractive one stands in
             reason = f"{type(exc).__name__}: {exc}"
             if self.on_event is not None:
                 self.on_event(SummarizerFellBack(error=reason))
