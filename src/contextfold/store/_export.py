@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from contextfold._exceptions import SessionNotFoundError
 from contextfold.store._codec import decode_blob, decode_mapping, dumps, redact_line
@@ -14,9 +14,7 @@ from contextfold.store._queries import (
     SESSION_SELECT,
     session_info,
 )
-
-if TYPE_CHECKING:
-    from contextfold.store._sql import SQLStore
+from contextfold.store._rows import Rows
 
 __all__ = ["export_session"]
 
@@ -27,33 +25,33 @@ _BLOBS_AFTER = (
 _HEX_MAX = "g"  # sorts after every lowercase hex digest
 
 
-def export_session(store: SQLStore, session_id: str, out: TextIO) -> int:
+def export_session(rows: Rows, session_id: str, out: TextIO, *, redact: bool) -> int:
     """Write ``session``, ``message``/``edit`` (transcript order), ``event`` and ``blob`` lines.
 
     The ``session`` line holds the engine's saved state under ``engine_state`` when it has one.
 
     Bounds are read once in a consistent snapshot, so a writer appending meanwhile cannot make
     the export show an edit without the messages before it. Stored JSON is copied verbatim,
-    except that a redacting store redacts each line again: rows an older version wrote were
-    redacted by older, weaker rules.
+    except that with ``redact`` (a redacting store) each line is redacted again: rows an older
+    version wrote were redacted by older, weaker rules.
     """
-    with store._transaction("snapshot") as cur:
-        rows = cur.execute(SESSION_SELECT + " WHERE s.id = ?", (session_id,))
-        if not rows:
+    with rows.transaction("snapshot") as cur:
+        session_rows = cur.execute(SESSION_SELECT + " WHERE s.id = ?", (session_id,))
+        if not session_rows:
             raise SessionNotFoundError(session_id)
-        last_seq, last_edit = store._head(cur, session_id)
+        last_seq, last_edit = rows.head(cur, session_id)
         last_event = int(
             cur.execute(
                 "SELECT COALESCE(MAX(id), 0) FROM events WHERE session_id = ?", (session_id,)
             )[0][0]
         )
         state_rows = cur.execute(ENGINE_STATE, (session_id,))
-    info = session_info(rows[0])
+    info = session_info(session_rows[0])
     lines = 0
 
     def write(line: str) -> None:
         nonlocal lines
-        out.write((redact_line(line) if store.redact else line) + "\n")
+        out.write((redact_line(line) if redact else line) + "\n")
         lines += 1
 
     header: dict[str, Any] = {
@@ -77,9 +75,9 @@ def export_session(store: SQLStore, session_id: str, out: TextIO) -> int:
             f'{{"kind":"edit","number":{int(number)},"after_seq":{int(after_seq)},"edit":{data}}}'
         )
 
-    edits = store._batches(EDITS_AFTER, session_id, 0, last_edit)
+    edits = rows.batches(EDITS_AFTER, session_id, 0, last_edit)
     pending = next(edits, None)
-    for seq, data in store._batches(MESSAGES_AFTER, session_id, 0, last_seq):
+    for seq, data in rows.batches(MESSAGES_AFTER, session_id, 0, last_seq):
         while pending is not None and pending[1] < seq:
             write(edit_line(pending))
             pending = next(edits, None)
@@ -88,7 +86,7 @@ def export_session(store: SQLStore, session_id: str, out: TextIO) -> int:
         write(edit_line(pending))
         pending = next(edits, None)
 
-    for event_id, event_type, data, created in store._batches(
+    for event_id, event_type, data, created in rows.batches(
         EVENTS_AFTER, session_id, 0, last_event
     ):
         event = {
@@ -100,7 +98,7 @@ def export_session(store: SQLStore, session_id: str, out: TextIO) -> int:
         }
         write(dumps(event))
 
-    for sha256, ref, tool_name, size, content in store._batches(
+    for sha256, ref, tool_name, size, content in rows.batches(
         _BLOBS_AFTER, session_id, "", _HEX_MAX
     ):
         blob = {

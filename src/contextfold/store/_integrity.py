@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator, Sequence
 from itertools import takewhile
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from contextfold._blobs import ref_for_sha256
 from contextfold._exceptions import SessionNotFoundError
@@ -20,9 +20,7 @@ from contextfold.store._codec import decode_edit, decode_mapping, decode_message
 from contextfold.store._queries import ENGINE_STATE
 from contextfold.store._records import EditRecord
 from contextfold.store._replay import replay
-
-if TYPE_CHECKING:
-    from contextfold.store._sql import SQLStore
+from contextfold.store._rows import Rows
 
 __all__ = ["check_rows"]
 
@@ -48,10 +46,10 @@ _ORPHANS = (
 _UNBOUNDED = 2**62
 
 
-def check_rows(store: SQLStore) -> list[str]:
+def check_rows(rows: Rows) -> list[str]:
     """Every invariant violation in the store, as readable lines (empty when sound)."""
     problems: list[str] = []
-    with store._transaction("snapshot") as cur:
+    with rows.transaction("snapshot") as cur:
         sessions = [
             (str(r[0]), str(r[1])) for r in cur.execute("SELECT id, metadata FROM sessions")
         ]
@@ -60,11 +58,11 @@ def check_rows(store: SQLStore) -> list[str]:
             if count:
                 problems.append(f"{table}: {count} rows belong to no session")
     for session_id, metadata in sessions:
-        problems.extend(_check_session(store, session_id, metadata))
+        problems.extend(_check_session(rows, session_id, metadata))
     return problems
 
 
-def _check_session(store: SQLStore, session_id: str, metadata: str) -> list[str]:
+def _check_session(rows: Rows, session_id: str, metadata: str) -> list[str]:
     where = f"session {session_id!r}"
     problems: list[str] = []
     try:
@@ -74,16 +72,20 @@ def _check_session(store: SQLStore, session_id: str, metadata: str) -> list[str]
 
     # One consistent point: rows appended while the check runs are not part of it.
     try:
-        with store._transaction("snapshot") as cur:
-            last_seq, last_edit = store._head(cur, session_id)
-            rows = cur.execute(_SNAPSHOT_POINT, (session_id,))
+        with rows.transaction("snapshot") as cur:
+            last_seq, last_edit = rows.head(cur, session_id)
+            snapshot_rows = cur.execute(_SNAPSHOT_POINT, (session_id,))
             state_rows = cur.execute(ENGINE_STATE, (session_id,))
     except SessionNotFoundError:
         return problems  # deleted since the check listed it
-    snapshot = _snapshot_at(rows[0], last_seq, last_edit, where, problems) if rows else None
+    snapshot = (
+        _snapshot_at(snapshot_rows[0], last_seq, last_edit, where, problems)
+        if snapshot_rows
+        else None
+    )
 
-    edits = _checked_edits(store, session_id, last_seq, last_edit, where, problems)
-    messages = _checked_messages(store, session_id, last_seq, where, problems)
+    edits = _checked_edits(rows, session_id, last_seq, last_edit, where, problems)
+    messages = _checked_messages(rows, session_id, last_seq, where, problems)
     if snapshot is not None:
         view, snap_seq, snap_edit = snapshot
         found = len(problems)
@@ -107,13 +109,13 @@ def _check_session(store: SQLStore, session_id: str, metadata: str) -> list[str]
         except ValueError as exc:
             problems.append(f"{where}: engine state does not parse: {exc}")
 
-    for event_id, data in store._batches(_EVENT_ROWS, session_id, 0, _UNBOUNDED):
+    for event_id, data in rows.batches(_EVENT_ROWS, session_id, 0, _UNBOUNDED):
         try:
             decode_mapping(data)
         except ValueError as exc:
             problems.append(f"{where}: event {event_id} does not parse: {exc}")
 
-    for sha256, ref in store._batches(_BLOB_ROWS, session_id, "", "g"):
+    for sha256, ref in rows.batches(_BLOB_ROWS, session_id, "", "g"):
         if ref != ref_for_sha256(sha256):
             problems.append(f"{where}: blob {sha256} has ref {ref!r}, not its digest's")
     return problems
@@ -138,12 +140,12 @@ def _snapshot_at(
 
 
 def _checked_edits(
-    store: SQLStore, session_id: str, last_seq: int, last_edit: int, where: str, problems: list[str]
+    rows: Rows, session_id: str, last_seq: int, last_edit: int, where: str, problems: list[str]
 ) -> list[EditRecord]:
     """The session's edits that parse; numbering, order and parse problems go to ``problems``."""
     records: list[EditRecord] = []
     previous, previous_after = 0, 0
-    for number, after_seq, data in store._batches(_EDIT_ROWS, session_id, 0, last_edit):
+    for number, after_seq, data in rows.batches(_EDIT_ROWS, session_id, 0, last_edit):
         if number != previous + 1:
             problems.append(f"{where}: edit {number} follows {previous} (a gap)")
         if not previous_after <= after_seq <= last_seq:
@@ -157,11 +159,11 @@ def _checked_edits(
 
 
 def _checked_messages(
-    store: SQLStore, session_id: str, last_seq: int, where: str, problems: list[str]
+    rows: Rows, session_id: str, last_seq: int, where: str, problems: list[str]
 ) -> Iterator[tuple[int, Message]]:
     """The session's messages that parse, read lazily; gaps and bad rows go to ``problems``."""
     previous = 0
-    for seq, message_id, role, data in store._batches(_MESSAGE_ROWS, session_id, 0, last_seq):
+    for seq, message_id, role, data in rows.batches(_MESSAGE_ROWS, session_id, 0, last_seq):
         if seq != previous + 1:
             problems.append(f"{where}: message seq {seq} follows {previous} (a gap)")
         previous = seq

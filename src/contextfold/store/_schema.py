@@ -11,19 +11,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import Literal, TypeAlias
 
 from contextfold._exceptions import SchemaVersionError, StoreCorruptError, StoreError
 from contextfold.store._codec import decode_mapping, dumps
-
-if TYPE_CHECKING:
-    from contextfold.store._queries import Cursor
-    from contextfold.store._sql import SQLStore
+from contextfold.store._queries import Cursor
+from contextfold.store._rows import Rows
 
 __all__ = [
     "ENGINE_METADATA_KEY",
     "LATEST_VERSION",
     "MIGRATIONS",
+    "Database",
     "Dialect",
     "Migration",
     "migrate",
@@ -221,56 +220,76 @@ def schema_version(cur: Cursor) -> int:
     return int(cur.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")[0][0])
 
 
-def refuse_foreign(store: SQLStore, tables: set[str]) -> None:
-    """``StoreCorruptError`` when ``tables`` show that the database is some other application's.
+@dataclass(frozen=True, slots=True)
+class Database:
+    """What migrating needs to know of a store's database, and the two calls its backend makes
+    differently."""
+
+    location: str
+    """Names the database in errors."""
+    dialect: Dialect
+    read_only: bool
+    exclusive: bool
+    """True when the database belongs to one application (a SQLite file): any table that is
+    not ours means the path points at someone else's database."""
+    table_names: Callable[[Cursor], set[str]]
+    """The tables the database (or schema) holds."""
+    migration_lock: Callable[[Cursor], None]
+    """Serializes migrations across processes, inside a write transaction."""
+
+
+def refuse_foreign(location: str, tables: set[str], *, exclusive: bool) -> None:
+    """``StoreCorruptError`` when ``tables`` show that the database is some other application's
+    (for an ``exclusive`` database, any table that is not ours).
 
     Called before anything is written to the database (SQLite's switch to WAL included).
     """
     if "schema_migrations" in tables:
         return
     ours = set(CONTEXTFOLD_TABLES) & tables
-    if ours or (store._exclusive_database and tables - {"sqlite_sequence"}):
+    if ours or (exclusive and tables - {"sqlite_sequence"}):
         raise StoreCorruptError(
-            store.location,
+            location,
             "this database holds tables but no schema_migrations table, so it is not "
             "a contextfold store; give another path (or database) for the sessions",
         )
 
 
-def migrate(store: SQLStore) -> None:
-    """Bring ``store``'s schema to :data:`LATEST_VERSION`, one transaction per migration.
+def migrate(rows: Rows, database: Database) -> None:
+    """Bring the database's schema to :data:`LATEST_VERSION`, one transaction per migration.
 
     Refuses a database written by a newer contextfold (``SchemaVersionError``) and one that
     holds some other application's tables (``StoreCorruptError``), both naming the location,
     and one that needs migrating while the store is open read-only (``StoreError``).
     """
-    with store._transaction("snapshot") as cur:
-        tables = store._table_names(cur)
+    location = database.location
+    with rows.transaction("snapshot") as cur:
+        tables = database.table_names(cur)
         found = schema_version(cur) if "schema_migrations" in tables else 0
-    refuse_foreign(store, tables)
+    refuse_foreign(location, tables, exclusive=database.exclusive)
     if found > LATEST_VERSION:
-        raise SchemaVersionError(store.location, found, LATEST_VERSION)
+        raise SchemaVersionError(location, found, LATEST_VERSION)
     if found == LATEST_VERSION:
         return
-    if store.read_only:
+    if database.read_only:
         state = f"at schema version {found}" if found else "empty (no contextfold schema yet)"
         raise StoreError(
-            f"{store.location}: the database is {state} and open read-only, so it cannot be "
+            f"{location}: the database is {state} and open read-only, so it cannot be "
             f"brought to version {LATEST_VERSION}; open it once where it can be written"
         )
-    with store._transaction("write") as cur:
-        store._migration_lock(cur)
-        cur.execute(statements_for(SCHEMA_MIGRATIONS_DDL, store.dialect)[0])
+    with rows.transaction("write") as cur:
+        database.migration_lock(cur)
+        cur.execute(statements_for(SCHEMA_MIGRATIONS_DDL, database.dialect)[0])
     for migration in MIGRATIONS:
-        with store._transaction("write") as cur:
-            store._migration_lock(cur)
+        with rows.transaction("write") as cur:
+            database.migration_lock(cur)
             # Another process may have migrated since we looked: read again under the lock.
             found = schema_version(cur)
             if found > LATEST_VERSION:
-                raise SchemaVersionError(store.location, found, LATEST_VERSION)
+                raise SchemaVersionError(location, found, LATEST_VERSION)
             if found >= migration.version:
                 continue
-            for statement in statements_for(migration.statements, store.dialect):
+            for statement in statements_for(migration.statements, database.dialect):
                 cur.execute(statement)
             if migration.move_rows is not None:
                 migration.move_rows(cur)

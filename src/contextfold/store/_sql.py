@@ -26,12 +26,12 @@ from contextfold.messages import Message, new_message_id
 from contextfold.redaction import redact_text
 from contextfold.store import _codec
 from contextfold.store._async import AsyncStoreMixin
+from contextfold.store._export import export_session
 from contextfold.store._integrity import check_rows
 from contextfold.store._queries import (
     EDITS_AFTER,
     ENGINE_STATE,
     EVENTS_AFTER,
-    HEAD,
     MESSAGES_AFTER,
     NO_LIMIT,
     SESSION_SELECT,
@@ -43,12 +43,10 @@ from contextfold.store._queries import (
 )
 from contextfold.store._records import EditRecord, EventRecord, LoadedView, SessionInfo, Snapshot
 from contextfold.store._replay import replay, snapshot_point_problem
-from contextfold.store._schema import Dialect, migrate, schema_version
+from contextfold.store._rows import Rows
+from contextfold.store._schema import Database, Dialect, migrate, schema_version
 
-__all__ = ["DEFAULT_BATCH_SIZE", "SQLStore"]
-
-DEFAULT_BATCH_SIZE = 500
-"""Rows read per query by the lazy iterators: memory stays flat however long the session."""
+__all__ = ["SQLStore"]
 
 
 class SQLStore(AsyncStoreMixin, ABC):
@@ -70,7 +68,8 @@ class SQLStore(AsyncStoreMixin, ABC):
         self.location = location
         self.redact = redact
         self._encoded = _codec.EncodedMessages(redact=redact)
-        self._batch_size = batch_size if batch_size > 0 else DEFAULT_BATCH_SIZE
+        # What the schema, export and integrity helpers are given instead of the store.
+        self._rows = Rows(self._transaction, batch_size)
 
     # -- what a backend provides -------------------------------------------------------------------
 
@@ -103,7 +102,15 @@ class SQLStore(AsyncStoreMixin, ABC):
 
     def _migrate(self) -> None:
         """Bring the schema to the latest version (backends call this once connected)."""
-        migrate(self)
+        database = Database(
+            location=self.location,
+            dialect=self.dialect,
+            read_only=self.read_only,
+            exclusive=self._exclusive_database,
+            table_names=self._table_names,
+            migration_lock=self._migration_lock,
+        )
+        migrate(self._rows, database)
 
     def schema_version(self) -> int:
         """The schema version the database is at."""
@@ -283,7 +290,7 @@ class SQLStore(AsyncStoreMixin, ABC):
     def last_seq(self, session_id: str) -> int:
         """The seq of the session's last message (0 when it has none)."""
         with self._transaction("read") as cur:
-            return self._head(cur, session_id)[0]
+            return self._rows.head(cur, session_id)[0]
 
     def iter_messages(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None
@@ -299,7 +306,7 @@ class SQLStore(AsyncStoreMixin, ABC):
     def _iter_messages(
         self, session_id: str, after_seq: int, upto: int, limit: int | None = None
     ) -> Iterator[tuple[int, Message]]:
-        for seq, data in self._batches(MESSAGES_AFTER, session_id, after_seq, upto, limit):
+        for seq, data in self._rows.batches(MESSAGES_AFTER, session_id, after_seq, upto, limit):
             yield seq, _codec.decode_message(data)
 
     def get_message(self, session_id: str, message_id: str) -> Message:
@@ -346,7 +353,7 @@ class SQLStore(AsyncStoreMixin, ABC):
         return self._iter_edits(session_id, after, NO_LIMIT)
 
     def _iter_edits(self, session_id: str, after: int, upto: int) -> Iterator[EditRecord]:
-        for number, after_seq, data in self._batches(EDITS_AFTER, session_id, after, upto):
+        for number, after_seq, data in self._rows.batches(EDITS_AFTER, session_id, after, upto):
             yield EditRecord(number, after_seq, _codec.decode_edit(data))
 
     # -- events ------------------------------------------------------------------------------------
@@ -367,7 +374,7 @@ class SQLStore(AsyncStoreMixin, ABC):
         return self._iter_events(session_id, NO_LIMIT)
 
     def _iter_events(self, session_id: str, upto: int) -> Iterator[EventRecord]:
-        for eid, event_type, data, created in self._batches(EVENTS_AFTER, session_id, 0, upto):
+        for eid, event_type, data, created in self._rows.batches(EVENTS_AFTER, session_id, 0, upto):
             yield EventRecord(eid, event_type, _codec.decode_mapping(data), created)
 
     # -- snapshots and resume ----------------------------------------------------------------------
@@ -445,7 +452,7 @@ class SQLStore(AsyncStoreMixin, ABC):
         it is the whole transcript with every edit applied in transcript order.
         """
         with self._transaction("snapshot") as cur:
-            last_seq, last_edit = self._head(cur, session_id)
+            last_seq, last_edit = self._rows.head(cur, session_id)
             snapshot = self._read_snapshot(cur, session_id)
         # The store is append-only, so reading the tail after this point, bounded by the head
         # just read, sees exactly the state the head describes.
@@ -505,9 +512,7 @@ class SQLStore(AsyncStoreMixin, ABC):
         One ``session`` line, then ``message`` and ``edit`` lines in transcript order, then
         ``event`` lines, then ``blob`` lines (stored outputs, which the transcript only names).
         """
-        from contextfold.store._export import export_session
-
-        return export_session(self, session_id, out)
+        return export_session(self._rows, session_id, out, redact=self.redact)
 
     def check_integrity(self) -> list[str]:
         """Problems found in the whole database; an empty list when it is sound.
@@ -519,37 +524,9 @@ class SQLStore(AsyncStoreMixin, ABC):
         problems = self._engine_integrity()
         if problems:
             return problems
-        return check_rows(self)
+        return check_rows(self._rows)
 
-    # -- helpers shared with _export and _integrity ------------------------------------------------
-
-    def _batches(
-        self,
-        sql: str,
-        session_id: str,
-        after: Any,
-        upto: Any,
-        limit: int | None = None,
-    ) -> Iterator[tuple[Any, ...]]:
-        """Rows of a keyset query (key first column), ``batch_size`` rows per round trip."""
-        remaining = limit
-        while remaining is None or remaining > 0:
-            size = self._batch_size if remaining is None else min(self._batch_size, remaining)
-            with self._transaction("read") as cur:
-                rows = cur.execute(sql, (session_id, after, upto, size))
-            yield from rows
-            if len(rows) < size:
-                return
-            after = rows[-1][0]
-            if remaining is not None:
-                remaining -= len(rows)
-
-    def _head(self, cur: Cursor, session_id: str) -> tuple[int, int]:
-        """The session's last message seq and last edit number."""
-        rows = cur.execute(HEAD, (session_id, session_id, session_id))
-        if not rows:
-            raise SessionNotFoundError(session_id)
-        return int(rows[0][0]), int(rows[0][1])
+    # -- helpers ---------------------------------------------------------------------------------
 
     def _require_session(self, cur: Cursor, session_id: str, *, lock: bool = True) -> None:
         sql = self._lock_session_sql if lock else "SELECT id FROM sessions WHERE id = ?"
@@ -566,7 +543,7 @@ class SQLStore(AsyncStoreMixin, ABC):
         """Take the session's writer lock, then read its last seq and last edit number (fresh,
         under the lock); ``ConcurrentWriteError`` when either is not what the caller expected."""
         self._require_session(cur, session_id)
-        seq, edit = self._head(cur, session_id)
+        seq, edit = self._rows.head(cur, session_id)
         if (expected_seq is not None and seq != expected_seq) or (
             expected_edit is not None and edit != expected_edit
         ):

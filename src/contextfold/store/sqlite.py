@@ -179,7 +179,8 @@ class SQLiteStore(SQLStore):
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             if isinstance(self.path, Path) and not self.read_only:
-                refuse_foreign(self, self._table_names(_SQLiteCursor(conn)))
+                tables = self._table_names(_SQLiteCursor(conn))
+                refuse_foreign(self.location, tables, exclusive=self._exclusive_database)
                 self._enable_wal(conn)
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")
