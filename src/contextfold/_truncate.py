@@ -51,11 +51,11 @@ __all__ = [
 ]
 
 DEFAULT_MAX_LINES = 256
-"""Lines of one tool output kept inline (DESIGN §4)."""
+"""Lines of one tool output kept inline (beyond it, the output is cut to head and tail)."""
 DEFAULT_MAX_BYTES = 10 * 1024
-"""UTF-8 bytes of one tool output kept inline (DESIGN §4)."""
+"""UTF-8 bytes of one tool output kept inline: a page of text, a small share of any window."""
 DEFAULT_MAX_TOKENS = 2_500
-"""Tokens of one tool output kept inline (DESIGN §4)."""
+"""Tokens of one tool output kept inline (about 8 % of a 32k window)."""
 DEFAULT_HEAD_RATIO = 0.4
 """Share of a cut output's budget given to its head; the tail gets the rest, since errors and
 summaries ("3 failed, 120 passed") come last."""

@@ -57,7 +57,9 @@ class Zone(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Thresholds:
-    """Fractions of the effective window where each action starts (DESIGN.md section 4).
+    """Fractions of the effective window where each action starts: cheap masking first, a
+    compaction well below the limit down to a target far enough under it that one buys many turns,
+    and a forced one just before the window is full.
 
     Invalid combinations raise :class:`ConfigError` naming the setting, e.g.
     ``thresholds.compact_target``.

@@ -261,7 +261,8 @@ class SummarizerFellBack(Event):
 @_register
 @dataclass(frozen=True, kw_only=True)
 class ComponentDegraded(Event):
-    """A part of the engine failed and a simpler fallback took over (reference/000 §8)."""
+    """A part of the engine failed and a simpler fallback took over: the agent keeps working,
+    with less (a cut output without a ref, all tools sent, a plain prompt), and this says so."""
 
     type: ClassVar[str] = "component_degraded"
     component: str

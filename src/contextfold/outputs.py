@@ -1,7 +1,8 @@
 """Tool outputs on their way into the transcript: kept, cut to head and tail, or offloaded.
 
 The engine calls :func:`prepare_tool_output` once for every tool result, before the result enters
-the transcript. With the defaults (:class:`OutputLimits`, DESIGN §4):
+the transcript. With the defaults (:class:`OutputLimits`; the limits keep any one output a small
+share of even a 32k window, and nothing is lost since the full text stays readable by ref):
 
 - an output within 256 lines / 10 KiB / 2,500 tokens is **kept** as it is;
 - an output above 16 KiB is **offloaded**: the full text goes to the blob store and the result

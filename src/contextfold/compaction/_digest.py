@@ -1,6 +1,6 @@
 """The ``ToolResultDigest`` strategy: past a cutoff, old tool rounds fold into one digest.
 
-reference/003 archives the oldest visible tool results one by one once more than a cutoff are
+The usual design archives the oldest visible tool results one by one once more than a cutoff are
 visible, and adds a digest message (user role, agent-visible, hidden from users, kind
 ``tool_summary``) listing what the archived calls did. Here the oldest units leave the view in
 one :class:`~contextfold.edits.SummarizeEdit` whose replacement *is* the digest, placed where the
@@ -37,7 +37,8 @@ __all__ = [
 ]
 
 DEFAULT_DIGEST_CUTOFF = 10
-"""Tool results kept visible before the oldest are folded into the digest (reference/003)."""
+"""Tool results kept visible before the oldest are folded into the digest: enough recent ones
+for the model to act on, few enough that old ones do not crowd the window."""
 DEFAULT_DIGEST_MAX_CALLS = 40
 """Calls a digest lists; older ones are counted in a "… N earlier calls" line."""
 TOOL_CALLS_SECTION = "Tool Calls"

@@ -1,11 +1,12 @@
 """Facts about a session, read from its messages without a model.
 
-:func:`extract_facts` gives what a summary must not lose (DESIGN §5): the task and the user's
-later requests and constraints, the files the agent modified and read, the error lines its tools
-printed, the approaches that failed and were later superseded, decisions stated in assistant text,
-and the next steps from the latest assistant text. Every fact cites the ids of the messages it
-came from. The extractive summarizer renders these facts; the replay retention probes reuse them
-to check what a compacted view still knows.
+:func:`extract_facts` gives what a summary must not lose, since an agent that forgets it redoes
+work or breaks a rule: the task and the user's later requests and constraints, the files the
+agent modified and read, the error lines its tools printed, the approaches that failed and were
+later superseded, decisions stated in assistant text, and the next steps from the latest
+assistant text. Every fact cites the ids of the messages it came from. The extractive summarizer
+renders these facts; the replay retention probes reuse them to check what a compacted view still
+knows.
 
 Tool calls are understood across agents: Claude Code (Edit/Write/MultiEdit/Read/Bash), shell-only
 agents (mini-swe-agent native calls, or a fenced bash block answered by a

@@ -68,7 +68,8 @@ DEFAULT_LLM_INPUT_CHARS = 60_000
 """Most characters of conversation the model reads for one summary; older messages are folded
 in by the extractive summarizer (the previous summary already covers the distant past)."""
 DEFAULT_LLM_RESULT_CHARS = 1_800
-"""Characters of each tool output shown to the summarizing model (reference/003 uses 1,800)."""
+"""Characters of each tool output shown to the summarizing model: the gist (the command's
+outcome, the error) without letting one output crowd the others out of its window."""
 DEFAULT_LLM_MAX_TOKENS = 2_000
 """Reply budget of the summarizing model (less in a small window: see the reply share)."""
 DEFAULT_SUMMARIZER_WINDOW = 4_096

@@ -53,7 +53,8 @@ __all__ = [
 ]
 
 DEFAULT_MIN_PROGRESS = 0.10
-"""Least share of the window a compaction that stays above its target must free (DESIGN §4)."""
+"""Least share of the window a compaction that stays above its target must free: less would be
+followed at once by another one, and compactions would loop."""
 
 NOTHING_TO_REMOVE = "the recent turns are kept verbatim, and nothing older could be made shorter"
 """Why a compaction over its target changed nothing, when no strategy found an edit worth making."""

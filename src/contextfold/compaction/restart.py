@@ -1,4 +1,4 @@
-"""Session restart with carry-over (reference/004): the pure parts the engine assembles.
+"""Session restart with carry-over: the pure parts the engine assembles.
 
 Instead of compacting in place, the restart policy lets a session end and continue in a child
 session. Near the limit the model gets a :func:`wind_down_message` (wrap up, write your state to

@@ -8,7 +8,8 @@ any later view of the same transcript.
 
 Cheap to expensive, as the presets order them:
 
-- :class:`TruncateToolResults` cuts big old outputs to head + tail (tier 1 of reference/002);
+- :class:`TruncateToolResults` cuts big old outputs to head + tail (the cheapest tier: no cache
+  break for recent turns, and errors, which sit at the end, survive);
 - :class:`MaskObservations` replaces old outputs by one-line placeholders, in one batch;
 - :class:`ClearToolResults` does the same with Anthropic's ``clear_tool_uses`` rules;
 - :class:`ToolResultDigest` folds the oldest tool rounds into one digest message;
@@ -75,7 +76,7 @@ DEFAULT_CLEAR_KEEP = 3
 CLEARED_PLACEHOLDER = "[Tool result cleared to save context; read_result {ref} returns it]"
 """What a cleared result shows (Anthropic's clearing leaves a similar fixed note)."""
 DEFAULT_TRUNCATE_ABOVE_TOKENS = 2_000
-"""Old outputs above this size are cut to head and tail (tier 1 of reference/002)."""
+"""Old outputs above this size are cut to head and tail: the first, cheapest tier of pruning."""
 DEFAULT_TRUNCATE_KEEP_TOKENS = 500
 """Tokens kept on each side of a cut output (head and tail)."""
 HARD_TRUNCATE_ABOVE_TOKENS = 500

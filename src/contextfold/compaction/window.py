@@ -40,10 +40,12 @@ __all__ = [
 ]
 
 DEFAULT_RECENT_TURNS = 3
-"""Complete turns kept verbatim (DESIGN §4)."""
+"""Complete turns kept verbatim: the model's latest reasoning and the results it is acting on
+stay exact, and a call is never split from its result."""
 
 DEFAULT_RECENT_MAX_SHARE = 0.25
-"""Most of the window the recent turns may take (DESIGN §4): past it, whole units are shed."""
+"""Most of the window the recent turns may take: past it, whole units are shed, so that one huge
+turn cannot leave a compaction nothing older to work on."""
 
 NOTE_KINDS: frozenset[MessageKind] = frozenset(
     {
