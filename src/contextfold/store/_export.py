@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import chain
 from typing import Any, TextIO
 
 from contextfold._exceptions import SessionNotFoundError
@@ -23,10 +26,22 @@ _BLOBS_AFTER = (
     "AND sha256 > ? AND sha256 <= ? ORDER BY sha256 LIMIT ?"
 )
 _HEX_MAX = "g"  # sorts after every lowercase hex digest
+_LAST_EVENT = "SELECT COALESCE(MAX(id), 0) FROM events WHERE session_id = ?"
+
+
+@dataclass(frozen=True, slots=True)
+class _Bounds:
+    """What the export covers, read in one consistent snapshot."""
+
+    header: dict[str, Any]
+    last_seq: int
+    last_edit: int
+    last_event: int
 
 
 def export_session(rows: Rows, session_id: str, out: TextIO, *, redact: bool) -> int:
-    """Write ``session``, ``message``/``edit`` (transcript order), ``event`` and ``blob`` lines.
+    """Write ``session``, ``message``/``edit`` (transcript order), ``event`` and ``blob`` lines;
+    the number of lines.
 
     The ``session`` line holds the engine's saved state under ``engine_state`` when it has one.
 
@@ -35,25 +50,29 @@ def export_session(rows: Rows, session_id: str, out: TextIO, *, redact: bool) ->
     except that with ``redact`` (a redacting store) each line is redacted again: rows an older
     version wrote were redacted by older, weaker rules.
     """
+    bounds = _read_bounds(rows, session_id)
+    lines = chain(
+        [dumps(bounds.header)],
+        _transcript_lines(rows, session_id, bounds),
+        _event_lines(rows, session_id, bounds),
+        _blob_lines(rows, session_id),
+    )
+    written = 0
+    for line in lines:
+        out.write((redact_line(line) if redact else line) + "\n")
+        written += 1
+    return written
+
+
+def _read_bounds(rows: Rows, session_id: str) -> _Bounds:
     with rows.transaction("snapshot") as cur:
         session_rows = cur.execute(SESSION_SELECT + " WHERE s.id = ?", (session_id,))
         if not session_rows:
             raise SessionNotFoundError(session_id)
         last_seq, last_edit = rows.head(cur, session_id)
-        last_event = int(
-            cur.execute(
-                "SELECT COALESCE(MAX(id), 0) FROM events WHERE session_id = ?", (session_id,)
-            )[0][0]
-        )
+        last_event = int(cur.execute(_LAST_EVENT, (session_id,))[0][0])
         state_rows = cur.execute(ENGINE_STATE, (session_id,))
     info = session_info(session_rows[0])
-    lines = 0
-
-    def write(line: str) -> None:
-        nonlocal lines
-        out.write((redact_line(line) if redact else line) + "\n")
-        lines += 1
-
     header: dict[str, Any] = {
         "kind": "session",
         "id": info.id,
@@ -67,27 +86,31 @@ def export_session(rows: Rows, session_id: str, out: TextIO, *, redact: bool) ->
     }
     if state_rows:  # the engine's saved state, when it ran the session
         header["engine_state"] = decode_mapping(state_rows[0][0])
-    write(dumps(header))
+    return _Bounds(header, last_seq, last_edit, last_event)
 
-    def edit_line(row: tuple[Any, ...]) -> str:
-        number, after_seq, data = row
-        return (
-            f'{{"kind":"edit","number":{int(number)},"after_seq":{int(after_seq)},"edit":{data}}}'
-        )
 
-    edits = rows.batches(EDITS_AFTER, session_id, 0, last_edit)
+def _transcript_lines(rows: Rows, session_id: str, bounds: _Bounds) -> Iterator[str]:
+    """Messages in seq order, each edit right after the message it follows."""
+    edits = rows.batches(EDITS_AFTER, session_id, 0, bounds.last_edit)
     pending = next(edits, None)
-    for seq, data in rows.batches(MESSAGES_AFTER, session_id, 0, last_seq):
+    for seq, data in rows.batches(MESSAGES_AFTER, session_id, 0, bounds.last_seq):
         while pending is not None and pending[1] < seq:
-            write(edit_line(pending))
+            yield _edit_line(pending)
             pending = next(edits, None)
-        write(f'{{"kind":"message","seq":{int(seq)},"message":{data}}}')
+        yield f'{{"kind":"message","seq":{int(seq)},"message":{data}}}'
     while pending is not None:
-        write(edit_line(pending))
+        yield _edit_line(pending)
         pending = next(edits, None)
 
+
+def _edit_line(row: tuple[Any, ...]) -> str:
+    number, after_seq, data = row
+    return f'{{"kind":"edit","number":{int(number)},"after_seq":{int(after_seq)},"edit":{data}}}'
+
+
+def _event_lines(rows: Rows, session_id: str, bounds: _Bounds) -> Iterator[str]:
     for event_id, event_type, data, created in rows.batches(
-        EVENTS_AFTER, session_id, 0, last_event
+        EVENTS_AFTER, session_id, 0, bounds.last_event
     ):
         event = {
             "kind": "event",
@@ -96,8 +119,10 @@ def export_session(rows: Rows, session_id: str, out: TextIO, *, redact: bool) ->
             "created": created,
             "data": decode_mapping(data),
         }
-        write(dumps(event))
+        yield dumps(event)
 
+
+def _blob_lines(rows: Rows, session_id: str) -> Iterator[str]:
     for sha256, ref, tool_name, size, content in rows.batches(
         _BLOBS_AFTER, session_id, "", _HEX_MAX
     ):
@@ -109,5 +134,4 @@ def export_session(rows: Rows, session_id: str, out: TextIO, *, redact: bool) ->
             "size": size,
             "content": decode_blob(content),
         }
-        write(dumps(blob))
-    return lines
+        yield dumps(blob)
