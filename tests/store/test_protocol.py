@@ -49,8 +49,8 @@ def _protocol_methods(protocol: type) -> set[str]:
 class EngineOnlyStore:
     """A third party's store: the methods :class:`SessionStore` asks for, nothing more."""
 
-    def __init__(self) -> None:
-        self.inner = open_store(":memory:")
+    def __init__(self, path: str = ":memory:") -> None:
+        self.inner = open_store(path)
 
     def create_session(
         self,
