@@ -1,8 +1,12 @@
 """Everything both built-in stores do, written once: the SQL, the checks and the replay.
 
 A backend supplies only I/O: a transaction context that yields a :class:`Cursor`, the
-statement that locks one session for writing, and its engine's own integrity check. The SQL
-here uses ``?`` placeholders; the PostgreSQL backend translates them.
+statement that locks one session for writing, the names of its tables, the lock that serializes
+migrations, and its engine's own integrity check. The SQL here uses ``?`` placeholders; the
+PostgreSQL backend translates them.
+
+The schema, export and integrity helpers are handed a :class:`~contextfold.store._rows.Rows`
+(and migrations a :class:`~contextfold.store._schema.Database`), never the store itself.
 """
 
 from __future__ import annotations
