@@ -8,7 +8,15 @@ from typing import get_args
 import pytest
 
 from contextfold import ConfigError
-from contextfold.compaction import PRESETS, SECTION_NAMES, Compactor, SectionName, preset_named
+from contextfold.compaction import (
+    PRESETS,
+    SECTION_NAMES,
+    Compactor,
+    PresetName,
+    SectionName,
+    preset_named,
+)
+from contextfold.config import SETTINGS
 from contextfold.events import CompactionStarted, Trigger, event_from_dict
 from contextfold.messages import MESSAGE_KINDS, Message, Meta
 from contextfold.models import PROVIDERS, ModelInfo, ModelRegistry, Provider, provider_named
@@ -85,3 +93,9 @@ def test_preset_named_checks_the_spelling_and_lists_the_presets() -> None:
         preset_named("mask_first")
     with pytest.raises(ConfigError, match="unknown preset"):
         Compactor.preset("sliding")  # type: ignore[arg-type]
+
+
+def test_the_preset_setting_offers_exactly_the_presets() -> None:
+    # config.py stays free of the compaction package (it is read before anything is built), so
+    # its list of choices is written out: this keeps the two from drifting apart.
+    assert SETTINGS["preset"].choices == get_args(PresetName) == tuple(PRESETS)

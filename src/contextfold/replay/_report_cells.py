@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from html import escape
 
+from contextfold.compaction.pipeline import PresetName
 from contextfold.replay._svg import preset_colour
 from contextfold.replay.probes import Retention
 
 __all__ = ["bad", "preset_chip", "rate", "table_box"]
 
 
-def preset_chip(preset: str, index: int) -> str:
+def preset_chip(preset: PresetName, index: int) -> str:
     """A preset's name after a dot of its curve's colour (``index``: its place among the
     presets, for one without a colour of its own)."""
     return (

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
+from contextfold.compaction.pipeline import PresetName
 from contextfold.replay._report_cells import bad, preset_chip, rate, table_box
 from contextfold.replay.cache import ANTHROPIC_PRICE_MODEL, OPENAI_PRICE_MODEL
 from contextfold.replay.records import TranscriptReplay, preset_totals
@@ -71,7 +72,7 @@ def overview_section(replays: Sequence[TranscriptReplay], names: Sequence[str]) 
     )
 
 
-def _totals(replays: Sequence[TranscriptReplay], presets: Sequence[str]) -> str:
+def _totals(replays: Sequence[TranscriptReplay], presets: Sequence[PresetName]) -> str:
     totals = preset_totals(replays)
     requests = max((t.requests for t in totals.values()), default=0)  # the same for each preset
     rows = []

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import TypeAlias
 
+from contextfold.compaction.pipeline import PresetName
 from contextfold.replay.records import EDIT_KINDS, OriginalCompaction, ReplayRun
 
 __all__ = [
@@ -26,7 +27,7 @@ __all__ = [
     "preset_colour",
 ]
 
-PRESET_COLOURS: Mapping[str, str] = {
+PRESET_COLOURS: Mapping[PresetName, str] = {
     "mask-first": "#2563eb",
     "summarize": "#d97706",
     "window": "#059669",
@@ -62,7 +63,7 @@ _Scale: TypeAlias = Callable[[float], float]
 """Maps a data value to an SVG coordinate."""
 
 
-def preset_colour(preset: str, index: int) -> str:
+def preset_colour(preset: PresetName, index: int) -> str:
     """The line colour of a preset (``index`` picks a fallback for presets without one)."""
     return PRESET_COLOURS.get(preset, _FALLBACK_COLOURS[index % len(_FALLBACK_COLOURS)])
 
@@ -297,7 +298,7 @@ def _markers(run: ReplayRun, colour: str, sx: _Scale, sy: _Scale) -> str:
 class BudgetRow:
     """One preset's budget at its peak request, by component."""
 
-    preset: str
+    preset: PresetName
     colour: str
     components: Mapping[str, int]
 
