@@ -47,6 +47,7 @@ from enum import StrEnum
 from typing import Literal, Protocol, TypeAlias
 
 from contextfold._exceptions import UsageError
+from contextfold.models import Provider
 from contextfold.providers.types import SystemBlock
 
 __all__ = [
@@ -446,7 +447,7 @@ class RenderedPrompt:
 
 def render_prompt(
     built: BuiltPrompt,
-    provider: str,
+    provider: Provider,
     *,
     counter: TextCounter,
     tools_tokens: int = 0,

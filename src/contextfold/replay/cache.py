@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextfold.engine import PreparedRequest
-from contextfold.models import ModelInfo, default_registry
+from contextfold.models import ModelInfo, Provider, default_registry
 from contextfold.tokens import TokenCounter
 
 __all__ = [
@@ -62,7 +62,7 @@ class PrefixReuse:
         return self.reused_tokens / self.total_tokens if self.total_tokens else 0.0
 
 
-def request_segments(request: PreparedRequest, provider: str) -> list[str]:
+def request_segments(request: PreparedRequest, provider: Provider) -> list[str]:
     """The request as a provider receives it, cut where a cache prefix can end.
 
     Tools first (both providers put them ahead of everything in the cached prefix), then the
@@ -97,7 +97,7 @@ class PrefixMeter:
     estimate, so reused and total tokens are on the engine's scale.
     """
 
-    def __init__(self, counter: TokenCounter, provider: str) -> None:
+    def __init__(self, counter: TokenCounter, provider: Provider) -> None:
         self.counter = counter
         self.provider = provider
         self._previous: list[str] = []
