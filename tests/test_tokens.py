@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold._tokenizers import CHUNK_CHARS, chunks, encoding
+from contextfold.estimator import ContextSizeEstimator
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -28,13 +29,12 @@ from contextfold.tokens import (
     IMAGE_TOKENS,
     IMAGE_TOKENS_LOW_DETAIL,
     ChatTemplate,
-    ContextSizeEstimator,
     HeuristicCounter,
     TiktokenCounter,
     TokenCounter,
     counter_for,
 )
-from contextfold.tools import ToolSpec
+from contextfold.tool_spec import ToolSpec
 
 PROSE = (
     "The engine keeps the context window healthy: it masks old observations, compacts the "
@@ -514,8 +514,9 @@ def test_anchored_estimate_tracks_real_deepseek_usage() -> None:
 
 
 def test_estimator_state_survives_a_restart() -> None:
+    from contextfold.estimator import ContextSizeEstimator
     from contextfold.messages import Message, Usage
-    from contextfold.tokens import ContextSizeEstimator, HeuristicCounter
+    from contextfold.tokens import HeuristicCounter
 
     counter = HeuristicCounter()
     view = [Message.user("fix the failing test in parser.py", id="u1")]
