@@ -373,6 +373,23 @@ def test_a_failing_blob_store_degrades_to_an_inline_cut_and_says_so(size: int) -
     assert kinds == [ComponentDegraded, OutputTruncated]
 
 
+def test_an_output_kept_whole_after_a_failed_offload_still_reports_the_store_once() -> None:
+    # Inline limits above the offload size: the output fits once the store has refused it.
+    limits = OutputLimits(max_lines=10_000, max_bytes=64 * 1024, max_tokens=64 * 1024)
+    content = "z" * 20_000
+    prepared = prepare_tool_output(
+        result_of(content),
+        session_id="s",
+        blobs=FailingStore(),  # type: ignore[arg-type]
+        limits=limits,
+    )
+    assert prepared.action == "kept" and prepared.part.content == content
+    assert prepared.degraded is not None and "No space left" in prepared.degraded
+    [event] = prepared.events
+    assert isinstance(event, ComponentDegraded)
+    assert (event.component, event.fallback) == ("blob_store", "kept inline, not stored")
+
+
 def test_without_a_blob_store_outputs_are_only_cut() -> None:
     prepared = prepare_tool_output(result_of("y\n" * 100_000), session_id="s")
     assert prepared.action == "truncated" and prepared.part.ref is None

@@ -183,7 +183,9 @@ def prepare_tool_output(
 
     if limits.fits(text, counter):
         part = result if text == result.content else replace(result, content=text)
-        return PreparedOutput(part, "kept", size, size, result.ref)
+        if degraded is not None:  # inline limits above the offload size: kept whole, not stored
+            events.append(_store_degraded(session_id, "kept inline, not stored", degraded))
+        return PreparedOutput(part, "kept", size, size, result.ref, tuple(events), None, degraded)
 
     # The cut is made from the redacted text (see the module docstring); the full text goes to
     # the blob store as it is, and a persistent store redacts it whole.
@@ -200,14 +202,7 @@ def prepare_tool_output(
             )
     if degraded is not None:
         note = f"The full output could not be stored ({degraded}); only this cut remains."
-        events.append(
-            ComponentDegraded(
-                session_id=session_id,
-                component="blob_store",
-                fallback="inline truncation without a ref",
-                error=degraded,
-            )
-        )
+        events.append(_store_degraded(session_id, "inline truncation without a ref", degraded))
     cut = truncate_redacted(redacted, limits, counter=counter, note=note)
     missing = _omitted_errors(redacted, cut.text, result)
     if missing:
@@ -234,6 +229,13 @@ def prepare_tool_output(
         tuple(events),
         cut,
         degraded,
+    )
+
+
+def _store_degraded(session_id: str, fallback: str, error: str) -> ComponentDegraded:
+    """The one report of a blob store that failed for an output (it is tried once per output)."""
+    return ComponentDegraded(
+        session_id=session_id, component="blob_store", fallback=fallback, error=error
     )
 
 
