@@ -69,6 +69,8 @@ def test_a_stored_message_kind_outside_the_set_is_refused() -> None:
         assert Meta.from_dict(Meta(kind=kind).to_dict()).kind == kind
     with pytest.raises(ValueError, match="unknown message kind 'gossip'"):
         Meta.from_dict({"kind": "gossip"})
+    with pytest.raises(ValueError, match=r"unknown message kind \['note'\]"):
+        Meta.from_dict({"kind": ["note"]})
 
 
 def test_every_trigger_round_trips_through_an_event() -> None:

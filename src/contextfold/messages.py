@@ -358,12 +358,16 @@ class Meta:
 # --------------------------------------------------------------------------------------------------
 
 
+_KIND_BY_NAME: dict[str, MessageKind] = {kind: kind for kind in MESSAGE_KINDS}
+"""Each kind by its spelling: a stored kind is checked with one lookup (every message loaded)."""
+
+
 def _message_kind(value: object) -> MessageKind:
     """A stored ``kind``, checked: an unknown one is a damaged or foreign record, not a note."""
-    for kind in MESSAGE_KINDS:
-        if kind == value:
-            return kind
-    raise ValueError(f"unknown message kind {value!r}; expected one of {sorted(MESSAGE_KINDS)}")
+    kind = _KIND_BY_NAME.get(value) if isinstance(value, str) else None
+    if kind is None:
+        raise ValueError(f"unknown message kind {value!r}; expected one of {sorted(MESSAGE_KINDS)}")
+    return kind
 
 
 @dataclass(frozen=True, slots=True)
