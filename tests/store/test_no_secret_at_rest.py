@@ -101,6 +101,9 @@ def _run(target: StoreTarget, tmp_path: Path, *, redact: bool) -> dict[str, str]
     )
     session = fill_session(engine)
     sid = session.id
+    # The engine's saved state holds the system prompt: one a user pasted secrets into.
+    state = {"fixed_text": "\n".join(sample.text for sample in SAMPLES)}
+    store.save_engine_state(sid, state)
     _check_every_place_was_written(target, store, sid)
 
     export = tmp_path / "export.jsonl"
@@ -124,7 +127,7 @@ def _check_every_place_was_written(target: StoreTarget, store: Any, sid: str) ->
     """The session really used every place the search covers (or the test would prove little)."""
     counts = {
         table: target.raw(f"SELECT COUNT(*) FROM {table}")[0][0]
-        for table in ("messages", "edits", "events", "blobs", "snapshots")
+        for table in ("messages", "edits", "events", "blobs", "snapshots", "engine_state")
     }
     assert all(counts.values()), counts
     kinds = {record.edit.edit_kind for record in store.iter_edits(sid)}
