@@ -3,6 +3,10 @@
 :func:`open_store` picks the backend from a URL or path: SQLite (the default, a file under the
 user data folder) or PostgreSQL (``postgresql://...``). Both pass one conformance suite.
 Everything persisted passes a secret redactor unless the store is opened with ``redact=False``.
+
+A store of your own implements :class:`SessionStore`, the few methods the engine calls; the
+built-in stores are also browsable (:class:`BrowsableSessionStore`): the CLI lists them, reads
+them back and exports them.
 """
 
 from __future__ import annotations
