@@ -1,12 +1,13 @@
-"""Everything both built-in stores do, written once: the SQL, the checks and the replay.
+"""Everything both built-in stores do, written once: the SQL of every write, and the store's API.
 
 A backend supplies only I/O: a transaction context that yields a :class:`Cursor`, the
 statement that locks one session for writing, the names of its tables, the lock that serializes
 migrations, and its engine's own integrity check. The SQL here uses ``?`` placeholders; the
 PostgreSQL backend translates them.
 
-The schema, export and integrity helpers are handed a :class:`~contextfold.store._rows.Rows`
-(and migrations a :class:`~contextfold.store._schema.Database`), never the store itself.
+Reading a session back (:mod:`~contextfold.store._reads`), the export and the integrity check
+are handed a :class:`~contextfold.store._rows.Rows` (and migrations a
+:class:`~contextfold.store._schema.Database`), never the store itself.
 """
 
 from __future__ import annotations
@@ -28,25 +29,21 @@ from contextfold._exceptions import (
 from contextfold.edits import ContextEdit
 from contextfold.messages import Message, new_message_id
 from contextfold.redaction import redact_text
-from contextfold.store import _codec
+from contextfold.store import _codec, _reads
 from contextfold.store._async import AsyncStoreMixin
 from contextfold.store._export import export_session
 from contextfold.store._integrity import check_rows
 from contextfold.store._queries import (
-    EDITS_AFTER,
     ENGINE_STATE,
-    EVENTS_AFTER,
-    MESSAGES_AFTER,
     NO_LIMIT,
     SESSION_SELECT,
-    SNAPSHOT,
     Cursor,
     DuplicateKeyError,
     TxMode,
     session_info,
 )
 from contextfold.store._records import EditRecord, EventRecord, LoadedView, SessionInfo, Snapshot
-from contextfold.store._replay import replay, snapshot_point_problem
+from contextfold.store._replay import snapshot_point_problem
 from contextfold.store._rows import Rows
 from contextfold.store._schema import Database, Dialect, migrate, schema_version
 
@@ -305,13 +302,7 @@ class SQLStore(AsyncStoreMixin, ABC):
         item); rows are then read a batch at a time, never all at once.
         """
         self.last_seq(session_id)
-        return self._iter_messages(session_id, after_seq, NO_LIMIT, limit)
-
-    def _iter_messages(
-        self, session_id: str, after_seq: int, upto: int, limit: int | None = None
-    ) -> Iterator[tuple[int, Message]]:
-        for seq, data in self._rows.batches(MESSAGES_AFTER, session_id, after_seq, upto, limit):
-            yield seq, _codec.decode_message(data)
+        return _reads.messages(self._rows, session_id, after_seq, NO_LIMIT, limit)
 
     def get_message(self, session_id: str, message_id: str) -> Message:
         """One message by id; ``MessageNotFoundError`` when the session has none with it."""
@@ -354,11 +345,7 @@ class SQLStore(AsyncStoreMixin, ABC):
     def iter_edits(self, session_id: str, *, after: int = 0) -> Iterator[EditRecord]:
         """The session's edits numbered above ``after``, in order, read lazily."""
         self.last_seq(session_id)
-        return self._iter_edits(session_id, after, NO_LIMIT)
-
-    def _iter_edits(self, session_id: str, after: int, upto: int) -> Iterator[EditRecord]:
-        for number, after_seq, data in self._rows.batches(EDITS_AFTER, session_id, after, upto):
-            yield EditRecord(number, after_seq, _codec.decode_edit(data))
+        return _reads.edits(self._rows, session_id, after, NO_LIMIT)
 
     # -- events ------------------------------------------------------------------------------------
 
@@ -375,11 +362,7 @@ class SQLStore(AsyncStoreMixin, ABC):
     def iter_events(self, session_id: str) -> Iterator[EventRecord]:
         """The session's events in the order they were stored, read lazily."""
         self.last_seq(session_id)
-        return self._iter_events(session_id, NO_LIMIT)
-
-    def _iter_events(self, session_id: str, upto: int) -> Iterator[EventRecord]:
-        for eid, event_type, data, created in self._rows.batches(EVENTS_AFTER, session_id, 0, upto):
-            yield EventRecord(eid, event_type, _codec.decode_mapping(data), created)
+        return _reads.events(self._rows, session_id, NO_LIMIT)
 
     # -- snapshots and resume ----------------------------------------------------------------------
 
@@ -440,14 +423,7 @@ class SQLStore(AsyncStoreMixin, ABC):
         """The latest snapshot, or None when the session has never been compacted."""
         with self._transaction("snapshot") as cur:
             self._require_session(cur, session_id, lock=False)
-            return self._read_snapshot(cur, session_id)
-
-    def _read_snapshot(self, cur: Cursor, session_id: str) -> Snapshot | None:
-        rows = cur.execute(SNAPSHOT, (session_id,))
-        if not rows:
-            return None
-        view, tokens, last_seq, last_edit, created = rows[0]
-        return Snapshot(session_id, _codec.decode_view(view), tokens, last_seq, last_edit, created)
+            return _reads.read_snapshot(cur, session_id)
 
     def load_view(self, session_id: str) -> LoadedView:
         """The view to resume with: the snapshot plus only what the transcript gained after it.
@@ -455,20 +431,7 @@ class SQLStore(AsyncStoreMixin, ABC):
         Reads O(snapshot + tail) rows, never the pre-snapshot transcript. Without a snapshot
         it is the whole transcript with every edit applied in transcript order.
         """
-        with self._transaction("snapshot") as cur:
-            last_seq, last_edit = self._rows.head(cur, session_id)
-            snapshot = self._read_snapshot(cur, session_id)
-        # The store is append-only, so reading the tail after this point, bounded by the head
-        # just read, sees exactly the state the head describes.
-        start_seq = snapshot.last_seq if snapshot else 0
-        start_edit = snapshot.last_edit if snapshot else 0
-        edits = list(self._iter_edits(session_id, start_edit, last_edit))
-        view, read = replay(
-            snapshot.view if snapshot else (),
-            self._iter_messages(session_id, start_seq, last_seq),
-            edits,
-        )
-        return LoadedView(view, snapshot, read, len(edits), last_seq, last_edit)
+        return _reads.load_view(self._rows, session_id)
 
     # -- blobs -------------------------------------------------------------------------------------
 
