@@ -34,7 +34,7 @@ class WorkerGate:
 
 
 def _worker(session: object) -> BackgroundCompactor:
-    background = session._background  # type: ignore[attr-defined]
+    background = session._core.background  # type: ignore[attr-defined]
     assert isinstance(background, BackgroundCompactor)
     return background
 

@@ -111,7 +111,8 @@ def test_a_failing_tool_deferral_sends_every_tool(
     def broken(self: ToolDeferral, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("deferral bug")
 
-    monkeypatch.setattr(ToolDeferral, "select", broken)
+    # A bug inside the selection: select() degrades to sending every tool, and says why.
+    monkeypatch.setattr(ToolDeferral, "_select", broken)
     engine, sink = make_engine(window=200_000, max_output=8_000)
     driver = start(engine, tools=tuple(mcp_tools()))
     request = driver.prepare()

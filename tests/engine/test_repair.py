@@ -43,7 +43,7 @@ def test_broken_additions_are_repaired_in_the_next_request(
 def test_an_old_defect_is_repaired_in_full_once_then_kept(
     make_engine: EngineFactory, provider: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import contextfold._engine_repair as engine_repair
+    import contextfold.engine._repair as engine_repair
 
     full_repairs: list[int] = []
 

@@ -84,7 +84,7 @@ def test_mask_batches_are_never_small_cache_breakers(make_engine: EngineFactory)
         if isinstance(e, ObservationsMasked)
     ]
     assert batches
-    raw_window = engine.effective_window / driver.session._estimator.calibration
+    raw_window = engine.effective_window / driver.session._core.state.estimator.calibration
     for batch in batches:
         assert batch.freed_tokens >= DEFAULT_MASK_BATCH_SHARE * raw_window * 0.95, batch
     assert least > 0

@@ -22,9 +22,9 @@ from contextfold import (
     ModelInfo,
     ToolCallPart,
 )
-from contextfold._engine_recovery import RefusedRequest
 from contextfold.compaction import LLMSummarizer
 from contextfold.compaction.summary import SECTION_NAMES
+from contextfold.engine._recovery import RefusedRequest
 from contextfold.events import MemorySink, OverflowRecovered, SummarizerFellBack
 from contextfold.providers import ChatRequest, ChatResponse, OpenAIChat, RetryPolicy
 from contextfold.tools import ToolSpec

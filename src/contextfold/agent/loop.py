@@ -28,9 +28,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
-from contextfold._engine_session import Session, SystemPrompt
 from contextfold._exceptions import ContextfoldError, ContextOverflowError
 from contextfold.agent.toolbox import Toolbox
+from contextfold.engine.session import Session, SystemPrompt
 from contextfold.events import CallbackSink, Event
 from contextfold.messages import ToolCallPart, ToolResultPart
 from contextfold.providers.base import ChatModel

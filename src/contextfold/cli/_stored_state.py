@@ -5,7 +5,7 @@ The engine saves its state in the store (``save_engine_state``) so a resumed ses
 it stopped; ``sessions show`` and ``inspect`` read it without resuming, as the session's metadata
 under ``"engine"`` (:func:`with_engine_state`), where schema version 1 kept it. The figures are
 read back through the classes that wrote them (:class:`~contextfold._usage.UsageTracker`,
-:func:`~contextfold._engine_window.stored_learned_window`), so this module never re-parses their
+:func:`~contextfold.engine._window.stored_learned_window`), so this module never re-parses their
 format.
 """
 
@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from contextfold._engine_window import stored_learned_window
 from contextfold._usage import UsageTracker
 from contextfold.cli._render import plural
+from contextfold.engine._window import stored_learned_window
 from contextfold.models import ModelInfo
 from contextfold.store import SessionInfo, SessionStore
 

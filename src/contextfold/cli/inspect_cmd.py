@@ -19,7 +19,6 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from contextfold._engine_window import stored_learned_window
 from contextfold.cli import _render
 from contextfold.cli._notices import BACKGROUND_TRIGGER, short_compaction
 from contextfold.cli._render import JsonFlag
@@ -33,6 +32,7 @@ from contextfold.cli._store import (
 from contextfold.cli._stored_state import learned_window_line, with_engine_state
 from contextfold.compaction.pipeline import replaced_by
 from contextfold.edits import ContextEdit, MaskEdit, edit_action
+from contextfold.engine._window import stored_learned_window
 from contextfold.messages import Message
 from contextfold.store import BrowsableSessionStore, EditRecord, EventRecord, SessionInfo
 from contextfold.store._replay import replay

@@ -13,7 +13,6 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from contextfold._engine_window import stored_learned_window
 from contextfold._exceptions import UsageError
 from contextfold._private_files import open_private
 from contextfold.cli import _render
@@ -34,6 +33,7 @@ from contextfold.cli._stored_state import (
     with_engine_state,
 )
 from contextfold.edits import ContextEdit, MaskEdit, SummarizeEdit
+from contextfold.engine._window import stored_learned_window
 from contextfold.messages import Message, SummaryPart
 from contextfold.store import EditRecord, SessionInfo, Snapshot
 

@@ -1,4 +1,4 @@
-"""The value types of the engine's public API: its policy and a prepared request."""
+"""How the engine manages the window: :class:`ContextPolicy`, every default named in one place."""
 
 from __future__ import annotations
 
@@ -7,19 +7,13 @@ from typing import Any
 
 from contextfold._exceptions import ConfigError
 from contextfold._truncate import MIN_TOKENS as MIN_OUTPUT_TOKENS
-from contextfold.budget import ContextBudget, Thresholds, Zone
-from contextfold.compaction import CompactResult, RecentWindow
+from contextfold.budget import Thresholds
+from contextfold.compaction import RecentWindow
 from contextfold.config import Settings
-from contextfold.events import Event
-from contextfold.formats.anthropic import to_anthropic, tools_to_anthropic
-from contextfold.formats.openai import to_openai, tools_to_openai
-from contextfold.messages import Message
-from contextfold.normalize import RepairReport
 from contextfold.outputs import OutputLimits, OutputPolicy
-from contextfold.providers.base import ChatRequest, SystemBlock
-from contextfold.tools import DEFAULT_TOOL_BUDGET_SHARE, ToolSpec
+from contextfold.tools import DEFAULT_TOOL_BUDGET_SHARE
 
-__all__ = ["DEFAULT_OUTPUT_MAX_SHARE", "ContextPolicy", "PreparedRequest"]
+__all__ = ["DEFAULT_OUTPUT_MAX_SHARE", "ContextPolicy"]
 
 DEFAULT_OUTPUT_MAX_SHARE = 0.05
 """Most of the effective window one tool output may take inline (the rest goes behind a ref)."""
@@ -27,7 +21,7 @@ DEFAULT_OUTPUT_MAX_SHARE = 0.05
 
 @dataclass(frozen=True)
 class ContextPolicy:
-    """How the engine manages the window. Every default is DESIGN §4's, each one overridable.
+    """How the engine manages the window; every default is a named one, each overridable.
 
     ``background_at`` is the share of the window where a compaction starts being prepared in a
     worker thread (default: halfway between ``mask_at`` and ``compact_at``); ``reserved_output``
@@ -106,87 +100,3 @@ class ContextPolicy:
         if reserved is not None:
             kwargs["reserved_output"] = reserved
         return cls(thresholds=thresholds, output_limits=limits, recent=recent, **kwargs)
-
-
-@dataclass(frozen=True)
-class PreparedRequest:
-    """One request, ready for any provider, and what the engine did to make it fit.
-
-    ``messages`` is the repaired view followed, when there is one, by a note for the model
-    (context usage, deferred tools, wind-down) that is never stored. ``system`` holds the prompt
-    blocks (``cache=True`` on Anthropic breakpoints); ``message_breakpoints`` index ``messages``.
-    ``zone`` is where the context stood before the engine acted, ``budget`` where it stands now.
-    """
-
-    messages: tuple[Message, ...]
-    system: tuple[SystemBlock, ...]
-    tools: tuple[ToolSpec, ...]
-    max_tokens: int
-    budget: ContextBudget
-    zone: Zone
-    tokens: int
-    cache_tools: bool = False
-    message_breakpoints: tuple[int, ...] = ()
-    prompt_cache_key: str | None = None
-    deferred_tools: tuple[str, ...] = ()
-    compaction: CompactResult | None = None
-    repairs: RepairReport = field(default_factory=RepairReport)
-    events: tuple[Event, ...] = ()
-    note: str = ""
-
-    @property
-    def system_text(self) -> str:
-        """The system prompt as one string."""
-        return "\n\n".join(b.text for b in self.system)
-
-    def to_chat_request(self, **overrides: Any) -> ChatRequest:
-        """The provider-neutral request for a :class:`~contextfold.providers.ChatModel`."""
-        request = ChatRequest(
-            messages=self.messages,
-            system=self.system,
-            tools=self.tools,
-            max_tokens=self.max_tokens,
-            cache_tools=self.cache_tools,
-            message_breakpoints=self.message_breakpoints,
-            prompt_cache_key=self.prompt_cache_key,
-        )
-        return replace(request, **overrides) if overrides else request
-
-    def to_openai(self, *, model: str | None = None) -> dict[str, Any]:
-        """Keyword arguments for the official SDK's ``client.chat.completions.create``.
-
-        With ``model`` they are complete: ``client.chat.completions.create(**request.to_openai(
-        model="gpt-4.1"))``; give the reply to ``session.add_assistant`` as it comes back.
-        Without it, they are the request's wire form alone (messages, tools, reply budget), to
-        inspect or measure. The reply budget goes in ``max_completion_tokens``, which OpenAI's
-        newer models require.
-        """
-        out: dict[str, Any] = {} if model is None else {"model": model}
-        out["messages"] = to_openai(self.messages, system=self.system_text)
-        if self.tools:
-            out["tools"] = tools_to_openai(self.tools)
-        if self.prompt_cache_key:
-            out["prompt_cache_key"] = self.prompt_cache_key
-        out["max_completion_tokens"] = self.max_tokens
-        return out
-
-    def to_anthropic(self, *, model: str | None = None) -> dict[str, Any]:
-        """Keyword arguments for the official SDK's ``client.messages.create``, cache
-        breakpoints included.
-
-        With ``model`` they are complete: ``client.messages.create(**request.to_anthropic(
-        model="claude-sonnet-4-5"))``; give the reply to ``session.add_assistant`` as it comes
-        back. Without it, they are the request's wire form alone, to inspect or measure.
-        """
-        request = to_anthropic(
-            self.messages,
-            system=[b.text for b in self.system],
-            system_breakpoints=[i for i, b in enumerate(self.system) if b.cache],
-            message_breakpoints=self.message_breakpoints,
-        )
-        out: dict[str, Any] = {} if model is None else {"model": model}
-        out.update(request.kwargs())
-        if self.tools:
-            out["tools"] = tools_to_anthropic(self.tools, cache_last=self.cache_tools)
-        out["max_tokens"] = self.max_tokens
-        return out

@@ -1,31 +1,4 @@
-"""The context engine: one object per agent, one :class:`Session` per conversation.
-
-Each turn an agent calls ``session.prepare(system=..., tools=...)`` and sends what it returns;
-contextfold guarantees that request fits the window, passes the provider's history rules and
-keeps a stable, cacheable prefix. Everything the agent adds goes through the session::
-
-    engine = ContextEngine("anthropic/claude-sonnet-4-5", store="sessions.db")
-    session = engine.new_session(title="fix the parser")
-    session.add_user("The parser fails on empty input; fix it.")
-    while True:
-        request = session.prepare(system=BASE_PROMPT, tools=my_tools)
-        try:
-            response = model.complete(request.to_chat_request())
-        except ContextOverflowError as error:
-            session.recover(error)          # learn its limit, compact hard; never resend
-            continue
-        session.add_assistant(response)     # anchors token counts on the reported usage
-        if not response.tool_calls:
-            break
-        for call in response.tool_calls:
-            result = session.run_engine_tool(call) or run_my_tool(call)
-            session.add_tool_result(call.call_id, result.content, name=call.name)
-
-The per-turn flow (DESIGN §3) is in :meth:`Session.prepare`; compaction, masking and offloading
-append *edits* to the stored transcript, so nothing is ever deleted and every removed output stays
-readable through the ``read_result`` tool. ``engine.resume(session_id)`` continues a session
-from its latest snapshot without re-reading the history before it.
-"""
+"""The context engine: one object per agent, one :class:`Session` per conversation."""
 
 from __future__ import annotations
 
@@ -33,20 +6,22 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from contextfold._engine_session import Session, engine_deferral
-from contextfold._engine_types import ContextPolicy, PreparedRequest
-from contextfold._engine_window import SessionWindow
 from contextfold._exceptions import ConfigError
-from contextfold.budget import ContextBudget
 from contextfold.compaction import Compactor, ExtractiveSummarizer, Summarizer
+from contextfold.engine._deps import SessionDeps
+from contextfold.engine._tools import with_engine_tools
+from contextfold.engine._window import SessionWindow
+from contextfold.engine._writer import load_state
+from contextfold.engine.policy import ContextPolicy
+from contextfold.engine.session import Session
 from contextfold.events import EventBus, EventSink, JsonlSink, StoreSink
 from contextfold.instructions import InstructionsLoader
 from contextfold.models import ModelInfo, ModelRegistry, default_registry
 from contextfold.store import SessionStore, open_store
 from contextfold.tokens import TokenCounter, counter_for
-from contextfold.tools import COMPACT_CONTEXT_TOOL, READ_RESULT_TOOL, ToolSpec
+from contextfold.tools import ToolSpec
 
-__all__ = ["ContextEngine", "ContextPolicy", "PreparedRequest", "Session"]
+__all__ = ["ContextEngine"]
 
 
 class ContextEngine:
@@ -105,18 +80,28 @@ class ContextEngine:
         if events_log is not None:
             self.events.add(JsonlSink(events_log))
         self._sessions: list[Session] = []
+        self.deps = SessionDeps(
+            model=self.model,
+            policy=self.policy,
+            counter=self.counter,
+            compactor=self.compactor,
+            summarizer=self.summarizer,
+            store=self.store,
+            events=self.events,
+            provider=self.provider,
+            instructions=self.instructions,
+        )
+        """What every session of this engine works with, bundled once."""
 
     @property
     def reserved_output(self) -> int:
         """Tokens kept free for the reply (the ``max_tokens`` of every request)."""
-        return ContextBudget.for_model(
-            self.model, reserved_output=self.policy.reserved_output
-        ).reserved_output
+        return self.deps.reserved_output
 
     @property
     def effective_window(self) -> int:
         """Tokens a request may take: the context window minus the reply reserve."""
-        return self.model.context_window - self.reserved_output
+        return self.deps.effective_window
 
     def require_room(self, *, system: str = "", tools: Iterable[ToolSpec] = ()) -> None:
         """Raise :class:`ConfigError`, naming the sizes, when ``system`` and ``tools`` (with the
@@ -129,11 +114,9 @@ class ContextEngine:
         counter = self.counter
         # The tools a first request would send: deferral may leave some out in a small window.
         active = (
-            engine_deferral(self)
+            self.deps.tool_deferral()
             .select(
-                [*tools, READ_RESULT_TOOL, COMPACT_CONTEXT_TOOL],
-                counter=counter,
-                effective_window=window.effective_window,
+                with_engine_tools(tools), counter=counter, effective_window=window.effective_window
             )
             .active
         )
@@ -156,7 +139,7 @@ class ContextEngine:
             session_id=session_id,
             parent_id=parent_id,
         )
-        session = Session(self, info, view=[], last_seq=0, last_edit=0, state=None)
+        session = Session(self.deps, info, owner=self)
         self._sessions.append(session)
         return session
 
@@ -164,14 +147,14 @@ class ContextEngine:
         """Continue a stored session from its latest snapshot plus what came after it."""
         info = self.store.get_session(session_id)
         loaded = self.store.load_view(session_id)
-        state = info.metadata.get("engine")
         session = Session(
-            self,
+            self.deps,
             info,
             view=loaded.view,
             last_seq=loaded.last_seq,
             last_edit=loaded.last_edit,
-            state=state if isinstance(state, Mapping) else None,
+            state=load_state(self.store, info),
+            owner=self,
         )
         self._sessions.append(session)
         return session

@@ -1,4 +1,4 @@
-"""The measuring and rendering steps of a turn (used by :class:`~contextfold.engine.Session`).
+"""How big the next request is, by component, and which zone that puts it in.
 
 Token figures come in two units. The *estimate* is calibrated on the provider's own reports
 (:class:`~contextfold.tokens.ContextSizeEstimator`) and decides the zone. Compaction counts
@@ -10,34 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from contextfold._engine_sizes import ViewSizes
-from contextfold._engine_window import SessionWindow
-from contextfold.budget import ContextBudget, Zone
-from contextfold.instructions import InstructionsLoader
-from contextfold.messages import Message, Meta, TextPart
-from contextfold.prompt import (
-    BuiltPrompt,
-    PromptBuilder,
-    PromptSection,
-    RenderedPrompt,
-    plain_prompt,
-    render_prompt,
-)
-from contextfold.providers.base import SystemBlock
-from contextfold.tokens import Calibration, ContextSizeEstimator
+from contextfold._anchoring import ContextSizeEstimator
+from contextfold.budget import ContextBudget, Thresholds, Zone
+from contextfold.engine._sizes import ViewSizes
+from contextfold.engine._window import SessionWindow
+from contextfold.messages import Message
+from contextfold.prompt import BuiltPrompt
+from contextfold.tokens import Calibration
 from contextfold.tools import ToolSpec
 
-if TYPE_CHECKING:
-    from contextfold._engine_session import Session, SystemPrompt
-    from contextfold._engine_types import PreparedRequest
-    from contextfold.engine import ContextEngine
-
-__all__ = ["NOTE_ID", "Measurement", "awareness_note", "build_prompt", "measure", "render"]
-
-NOTE_ID = "context-note"
-"""Id of the per-request note message; it is rebuilt every turn and never stored."""
+__all__ = ["Measurement", "awareness_note", "measure"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,49 +98,8 @@ class Measurement:
         return max(0, self.tokens - freed)
 
 
-def build_prompt(
-    system: SystemPrompt, instructions: InstructionsLoader | None
-) -> tuple[BuiltPrompt, str, Exception | None]:
-    """The built system prompt, its stable text, and the error when the builder failed.
-
-    On a failure the prompt is the plain concatenation of what was given (graceful degradation,
-    reference/000 §8): no ordering, no breakpoints, but the agent keeps its instructions.
-    """
-    sections: list[PromptSection | str | None] = []
-    try:
-        builder = _builder(system)
-        sections = list(builder.sections)
-        if instructions is not None:
-            if instructions.current is None:
-                instructions.load()
-            else:
-                instructions.reload_if_changed()
-            loaded = instructions.current
-            if loaded is not None and loaded.text:
-                builder.set("instructions", loaded.text)
-                sections = list(builder.sections)
-        built = builder.build()
-        return built, built.stable_text, None
-    except Exception as exc:
-        if not sections and isinstance(system, str):
-            sections = [system]
-        text = plain_prompt(sections)
-        fallback = (PromptSection("base", text, True),) if text else ()
-        return BuiltPrompt(fallback, (), len(fallback)), text, exc
-
-
-def _builder(system: SystemPrompt) -> PromptBuilder:
-    if system is None:
-        return PromptBuilder()
-    if isinstance(system, str):
-        return PromptBuilder().set("base", system)
-    if isinstance(system, PromptBuilder):
-        return PromptBuilder(system.sections)  # a copy: the caller's builder stays as it was
-    return PromptBuilder(system)
-
-
 def measure(
-    engine: ContextEngine,
+    thresholds: Thresholds,
     window: SessionWindow,
     estimator: ContextSizeEstimator,
     view: Sequence[Message],
@@ -190,7 +132,7 @@ def measure(
         tools=tools_tokens,
         conversation=max(0, estimate.tokens - fixed),
     )
-    zone = budget.zone(engine.policy.thresholds)
+    zone = budget.zone(thresholds)
     raw_conversation = sizes.total
     offset = budget.used - round((raw_fixed + raw_conversation) * factor)
     return Measurement(
@@ -215,74 +157,4 @@ def awareness_note(m: Measurement) -> str:
     return (
         f"[Context: {m.fraction:.0%} used ({m.tokens:,} of {m.effective_window:,} tokens). "
         "Call compact_context to free space before large reads or long outputs.]"
-    )
-
-
-def note_message(text: str) -> Message:
-    """The per-request note for the model: usage, deferred tools, wind-down. Never stored."""
-    return Message(
-        "user", (TextPart(text),), id=NOTE_ID, meta=Meta(kind="context_note", user_visible=False)
-    )
-
-
-def render(
-    engine: ContextEngine,
-    session: Session,
-    *,
-    built: BuiltPrompt,
-    view: Sequence[Message],
-    tools: Sequence[ToolSpec],
-    notes: Sequence[str],
-    measurement: Measurement,
-    zone: Zone,
-    previous_tail: int | None,
-    message_tokens: Sequence[int] | None = None,
-) -> PreparedRequest:
-    """The request for ``engine.provider``: system blocks, cache plan, view plus the note.
-
-    ``message_tokens`` are the raw sizes of ``view``'s messages when the caller has them.
-    """
-    from contextfold._engine_types import PreparedRequest
-
-    counter = engine.counter
-    if message_tokens is None or len(message_tokens) != len(view):
-        message_tokens = [counter.count_message(m) for m in view]
-    same_tools = tuple(tools) == measurement.tools
-    try:
-        rendered = render_prompt(
-            built,
-            engine.provider,
-            counter=counter,
-            tools_tokens=measurement.raw_tools if same_tools else counter.count_tools(tools),
-            message_tokens=message_tokens,
-            min_cacheable_tokens=engine.model.min_cacheable_tokens,
-            previous_tail=previous_tail,
-            session_id=session.id,
-            dynamic_placement="tail",
-        )
-    except Exception:  # never lose the prompt over a cache plan: send it unmarked
-        rendered = RenderedPrompt((SystemBlock(built.text),) if built.text else (), tail_text="")
-    note = "\n".join(t for t in (rendered.tail_text, *notes) if t)
-    messages = list(view)
-    extra = 0
-    if note:
-        note_msg = note_message(note)
-        messages.append(note_msg)
-        # The dynamic sections were measured as part of the fixed text; only the notes are new.
-        extra = round(counter.count_text("\n".join(notes)) * measurement.calibration)
-    budget = measurement.budget.with_usage(conversation=measurement.budget.conversation + extra)
-    return PreparedRequest(
-        messages=tuple(messages),
-        system=rendered.system,
-        tools=tuple(tools),
-        max_tokens=budget.reserved_output,
-        budget=budget,
-        zone=zone,
-        tokens=budget.used,
-        cache_tools=rendered.cache_plan.cache_tools,
-        message_breakpoints=tuple(
-            i for i in rendered.cache_plan.message_breakpoints if 0 <= i < len(view)
-        ),
-        prompt_cache_key=rendered.prompt_cache_key,
-        note=note,
     )

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contextfold._chat_template import message_key
-from contextfold._engine_types import PreparedRequest
 from contextfold._exceptions import ContextOverflowError
+from contextfold.engine.request import PreparedRequest
 
 __all__ = ["ENGINE_PROVIDER", "OVERFLOW_RETRY_SHARE", "RefusedRequest"]
 

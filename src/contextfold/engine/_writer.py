@@ -6,7 +6,8 @@ saw): once another writer has written to the session, each is refused with
 ``ConcurrentWriteError`` and nothing is written, so a writer that fell behind never forks the
 transcript or the view; the error reaches the caller. When the store fails for any other
 reason, the engine goes on in memory: the failure is reported once as a ``ComponentDegraded``
-event and later writes are skipped (DESIGN §3, graceful degradation).
+event and later writes are skipped. An agent in the middle of a task is worth more than the
+record of it: a full disk or a dropped database connection must not end the run.
 
 :class:`LineageBlobs` is the blob store the engine hands to outputs, compaction and
 ``read_result``: it writes to the session's store (or memory after a failure) and reads a ref
@@ -26,14 +27,24 @@ from contextfold._exceptions import ConcurrentWriteError, RefNotFoundError, Usag
 from contextfold.edits import ContextEdit
 from contextfold.events import ComponentDegraded, Event
 from contextfold.messages import Message
-from contextfold.store.base import SessionStore
+from contextfold.store import SessionInfo, SessionStore
 
-__all__ = ["LineageBlobs", "PendingBlobs", "SessionWriter"]
+__all__ = ["LEGACY_STATE_KEY", "LineageBlobs", "PendingBlobs", "SessionWriter", "load_state"]
 
 logger = logging.getLogger("contextfold.engine")
 
 _MAX_ANCESTORS = 32
 """How far up a restart chain ``read_result`` looks for a ref (a guard against cycles)."""
+
+
+LEGACY_STATE_KEY = "engine"
+"""The session metadata key the engine's saved state is kept under."""
+
+
+def load_state(store: SessionStore, info: SessionInfo) -> dict[str, Any] | None:
+    """The engine state saved for the stored session ``info`` (``None``: none saved)."""
+    state = info.metadata.get(LEGACY_STATE_KEY)
+    return dict(state) if isinstance(state, Mapping) else None
 
 
 def _is_programming_error(exc: BaseException) -> bool:
@@ -137,7 +148,7 @@ class SessionWriter:
         try:
             info = self.store.get_session(self.session_id)
             metadata = dict(info.metadata)
-            metadata["engine"] = dict(state)
+            metadata[LEGACY_STATE_KEY] = dict(state)
             self.store.update_session(self.session_id, metadata=metadata)
         except Exception as exc:
             self.degrade("save engine state", exc)
@@ -176,7 +187,8 @@ class LineageBlobs:
             pass
         if writer.store_ok:
             return self._from_store(session_id, ref)
-        # A store that failed to write may still read what it holds from before the failure.
+        # A store that failed to write may still read what it holds from before the failure;
+        # its failure was reported once already, so a read it cannot serve is a missing ref.
         try:
             return self._from_store(session_id, ref)
         except Exception:

@@ -1,0 +1,302 @@
+"""Carrying out a zone's action, and the compactions asked for by name.
+
+:func:`act` takes the :class:`~._zones.ZoneAction` that :func:`~._zones.decide` chose and does
+it: mask a batch, compact (or take a finished background compaction), restart, or start the
+background worker. :func:`apply_result` is the one place a compaction's result enters the
+session: its edits go to the store, the view and its sizes are replaced, the estimate is
+rebased, and exactly one finished or failed event closes what was announced. :func:`compact_now`
+(``/compact``, the ``compact_context`` tool) and :func:`recover` (a provider's overflow) use the
+same steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from contextfold._exceptions import ContextOverflowError
+from contextfold.compaction import CompactionContext, CompactResult, MaskObservations
+from contextfold.engine._core import SessionCore
+from contextfold.engine._measure import Measurement
+from contextfold.engine._recovery import ENGINE_PROVIDER, OVERFLOW_RETRY_SHARE, RefusedRequest
+from contextfold.engine._restart import restart
+from contextfold.engine._writer import PendingBlobs
+from contextfold.engine._zones import ZoneAction, decide
+from contextfold.events import (
+    CompactionFailed,
+    CompactionFinished,
+    CompactionStarted,
+    OverflowRecovered,
+)
+
+__all__ = ["act", "apply_result", "compact_now", "compaction_failed", "min_mask_batch", "recover"]
+
+
+def act(core: SessionCore, m: Measurement) -> CompactResult | None:
+    """Decide what measurement ``m`` calls for and do it; the compaction that ran, if any."""
+    state, policy = core.state, core.deps.policy
+    restart_policy = core.deps.compactor.restart
+    # A restart continues in a new stored session: with the store down, compact in place.
+    can_restart = (
+        restart_policy is not None
+        and restart_policy.can_restart(state.restarts)
+        and core.writer.store_ok
+    )
+    action = decide(m, state, policy, can_restart=can_restart)
+    if action.kind == "restart":
+        assert restart_policy is not None
+        if restart(core, restart_policy):
+            return None
+        action = decide(m, state, policy, can_restart=False)
+    state.wind_down_sent = action.wind_down_sent
+    if action.kind == "compact":
+        return _compact_zone(core, m, action)
+    result = _mask_batch(core, m) if action.kind == "mask" else None
+    if action.start_background:
+        _start_background(core, m)
+    return result
+
+
+def _compact_zone(core: SessionCore, m: Measurement, action: ZoneAction) -> CompactResult | None:
+    background = core.background
+    if action.take_background and background is not None:
+        ready = background.take(core.view)
+        if ready is not None:
+            core.state.background_started = False
+            if ready.changed and not ready.failed:
+                return apply_result(core, ready, m, trigger="background")
+            # Its CompactionStarted was announced: it ends here, as failed, and the
+            # foreground compaction below does the work.
+            compaction_failed(core, "background", m.tokens, m.tokens, _why_unused(ready))
+    if action.wait:
+        return None
+    return _compact(core, m, trigger=action.trigger, target=action.target, hard=action.hard)
+
+
+def _start_background(core: SessionCore, m: Measurement) -> None:
+    background = core.background
+    if background is None:
+        return
+    target = core.deps.policy.thresholds.compact_target
+    if background.maybe_start(_context(core, m, target)):
+        core.state.background_started = True
+        # Announced like any compaction, so its CompactionFinished has a start.
+        core.emit(
+            CompactionStarted(
+                session_id=core.id,
+                trigger="background",
+                zone=m.zone.value,
+                before_tokens=m.tokens,
+                target_tokens=int(target * core.effective_window),
+            )
+        )
+
+
+def _mask_batch(core: SessionCore, m: Measurement) -> CompactResult | None:
+    """Mask one batch of old outputs, but only a batch worth a cache break.
+
+    Every edit invalidates the provider's cached prefix from the first changed message on.
+    Once the old outputs are masked, each new turn ages only one or two more out of the
+    recent window; masking those one turn at a time would break the cache every turn, so a
+    batch that frees less than the mask strategies' minimum share waits for more (or for
+    the COMPACT zone).
+    """
+    state, compactor = core.state, core.deps.compactor
+    if state.mask_retry_at is not None and core.sizes.outputs < state.mask_retry_at:
+        return None
+    pending = PendingBlobs(core.blobs)  # written only if the batch is kept
+    ctx = replace(_context(core, m, core.deps.policy.thresholds.mask_at), blobs=pending)
+    result = compactor.mask(ctx)
+    least = min_mask_batch(compactor.mask_strategies) * ctx.window_tokens
+    if not result.changed or result.freed_tokens < least:
+        # Planning reads every old output, and only outputs can be masked: plan again once
+        # new tool outputs could make up the shortfall, and at least half a batch of them
+        # (outputs in the recent window are not maskable yet: a small shortfall would
+        # otherwise mean planning again every turn or two).
+        shortfall = max(least / 2, least - result.freed_tokens)
+        state.mask_retry_at = core.sizes.outputs + int(shortfall)
+        return None
+    pending.flush()
+    return apply_result(core, result, m, trigger="mask")
+
+
+def _context(
+    core: SessionCore,
+    m: Measurement,
+    target: float,
+    *,
+    hard: bool = False,
+    focus: str | None = None,
+) -> CompactionContext:
+    deps = core.deps
+    return CompactionContext(
+        view=tuple(core.view),
+        counter=core.compaction_counter,
+        target_tokens=m.conversation_target(target),
+        window_tokens=m.raw_window,
+        blobs=core.blobs,
+        session_id=core.id,
+        summarizer=deps.summarizer,
+        focus=focus,
+        hard=hard,
+        room_tokens=m.conversation_target(1.0),  # what the conversation can be given at all
+        recent=deps.policy.recent,
+    )
+
+
+def _compact(
+    core: SessionCore,
+    m: Measurement,
+    *,
+    trigger: str,
+    target: float,
+    hard: bool = False,
+    focus: str | None = None,
+) -> CompactResult:
+    ctx = _context(core, m, target, hard=hard, focus=focus)
+    core.emit(
+        CompactionStarted(
+            session_id=core.id,
+            trigger=trigger,
+            zone=m.zone.value,
+            before_tokens=m.tokens,
+            target_tokens=int(target * core.effective_window),
+        )
+    )
+    result = core.deps.compactor.compact(ctx, hard=hard)
+    return apply_result(core, result, m, trigger=trigger)
+
+
+def apply_result(
+    core: SessionCore, result: CompactResult, m: Measurement, *, trigger: str
+) -> CompactResult:
+    """Let ``result`` enter the session (see the module docstring); returns it."""
+    state = core.state
+    for event in result.events:
+        core.emit(event)
+    after = m.tokens
+    if result.edits:
+        core.writer.append_edits(result.edits)
+        core.replace_view(result.view)
+        # Two estimates of the new size, and the larger wins: the old size minus what was
+        # freed (on the provider's scale, from its last report), and the new view estimated
+        # whole. The first is wrong when the messages removed were ones the provider counts
+        # very differently from the rest (a template that leaves tool calls out), the second
+        # when the calibration is off; under-estimating is what would overflow.
+        view = core.view
+        after = max(
+            m.after_compaction(core.sizes.total, len(view)),
+            state.estimator.full_estimate(view, system=m.fixed_text, tools=m.tools),
+        )
+        # Stay on the provider's scale: the new size is the old one minus what was freed.
+        state.estimator.rebase(view, after, system=m.fixed_text, tools=m.tools)
+        state.previous_tail = None
+        core.writer.snapshot(view, after)
+    if result.summary is not None:
+        state.summary = result.summary
+    if result.failed and trigger in ("threshold", "background"):
+        least = core.deps.policy.thresholds.min_progress * core.effective_window
+        state.compact_retry_at = after + int(least)
+    elif result.edits:
+        state.compact_retry_at = None
+    # Every announced compaction ends with one finished or failed event. One whose edits
+    # are in the transcript finished, even short of the minimum progress (its note says
+    # so); one that changed nothing has failed, whatever its strategies said.
+    if result.edits:
+        core.emit(
+            CompactionFinished(
+                session_id=core.id,
+                trigger=trigger,
+                before_tokens=m.tokens,
+                after_tokens=after,
+                before_messages=result.before_messages,
+                after_messages=result.after_messages,
+                strategies_run=result.strategies_run,
+                edit_ids=tuple(e.id for e in result.edits),
+                cpu_seconds=result.cpu_seconds,
+                note=result.reason if result.failed else "",
+            )
+        )
+    elif trigger != "mask":
+        compaction_failed(core, trigger, m.tokens, after, _why_unused(result))
+    return result
+
+
+def compaction_failed(
+    core: SessionCore, trigger: str, before: int, after: int, reason: str
+) -> None:
+    """End an announced compaction that changed nothing."""
+    core.emit(
+        CompactionFailed(
+            session_id=core.id,
+            trigger=trigger,
+            before_tokens=before,
+            after_tokens=after,
+            reason=reason,
+        )
+    )
+
+
+def compact_now(core: SessionCore, focus: str | None, trigger: str) -> CompactResult:
+    """Compact on request: to the usual target, or to half the current usage when that is
+    already below it (whoever asks explicitly wants room now, before a large read say)."""
+    m = core.measure_now()
+    target = min(core.deps.policy.thresholds.compact_target, m.fraction / 2)
+    return _compact(core, m, trigger=trigger, target=target, focus=focus)
+
+
+def recover(core: SessionCore, error: ContextOverflowError) -> CompactResult:
+    """Answer a provider's overflow: learn its limit, rebase the estimate, compact hard.
+
+    See :meth:`contextfold.engine.Session.recover` for when it raises instead.
+    """
+    if error.provider == ENGINE_PROVIDER:
+        raise error  # nothing was sent: prepare() already compacted as hard as it could
+    state = core.state
+    if state.refused is not None:
+        raise ContextOverflowError(
+            f"the provider still rejects the request after a hard compaction: {error}",
+            provider=error.provider,
+            status=error.status,
+            prompt_tokens=error.prompt_tokens,
+            limit=error.limit,
+        ) from error
+    refused = state.last
+    state.refused = RefusedRequest.of(refused, error)
+    learned = state.window.learn(error.limit)
+    if refused is not None and error.prompt_tokens:  # its own count of what it refused
+        state.estimator.rebase(
+            state.last_view(), error.prompt_tokens, system=state.fixed_text, tools=refused.tools
+        )
+    m = core.measure_now()
+    state.window.require_room(m.fixed_tokens, m.budget.tools, provider=error.provider)
+    # Against the (possibly learned) window, the usual target; but a request the provider
+    # refused although it fits by our count means our count is off by an unknown amount:
+    # the retry then aims at a share of what was refused.
+    target = min(core.deps.policy.thresholds.compact_target, m.fraction * OVERFLOW_RETRY_SHARE)
+    result = _compact(core, m, trigger="overflow", target=target, hard=True)
+    core.save_state()
+    core.emit(
+        OverflowRecovered(
+            session_id=core.id,
+            before_tokens=error.prompt_tokens or m.tokens,
+            after_tokens=core.measure_now().tokens,
+            provider_message=str(error)[:500],
+            limit=error.limit,
+            window=state.window.context_window,
+            learned_window=learned,
+        )
+    )
+    return result
+
+
+def min_mask_batch(strategies: Iterable[object]) -> float:
+    """Least share of the window a MASK-zone batch must free (0 without a masking strategy)."""
+    shares = [s.min_batch_share for s in strategies if isinstance(s, MaskObservations)]
+    return min(shares, default=0.0)
+
+
+def _why_unused(result: CompactResult) -> str:
+    """Why a compaction result was not used or changed nothing, in words for its
+    CompactionFailed event."""
+    return result.reason or result.unchanged_reason

@@ -1,0 +1,57 @@
+"""What a session works with, bundled once: :class:`SessionDeps`.
+
+A :class:`~contextfold.engine.ContextEngine` builds one bundle and hands it to every session it
+makes; a test hands a session its own (fakes included) without any engine. The bundle is frozen:
+a session never changes what it was given, only its own state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contextfold.budget import ContextBudget
+from contextfold.compaction import Compactor, Summarizer
+from contextfold.engine.policy import ContextPolicy
+from contextfold.events import EventBus
+from contextfold.instructions import InstructionsLoader
+from contextfold.models import ModelInfo
+from contextfold.store import SessionStore
+from contextfold.tokens import TokenCounter
+from contextfold.tools import ToolDeferral
+
+__all__ = ["SessionDeps"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionDeps:
+    """The model, policy, counter, compactor, store and event bus a session uses.
+
+    ``provider`` is the cache style and history rules the requests are rendered for
+    (``"anthropic"`` breakpoints, ``"openai"`` cache key, anything else plain).
+    """
+
+    model: ModelInfo
+    policy: ContextPolicy
+    counter: TokenCounter
+    compactor: Compactor
+    summarizer: Summarizer
+    store: SessionStore
+    events: EventBus
+    provider: str
+    instructions: InstructionsLoader | None = None
+
+    @property
+    def reserved_output(self) -> int:
+        """Tokens kept free for the reply against the model's window."""
+        return ContextBudget.for_model(
+            self.model, reserved_output=self.policy.reserved_output
+        ).reserved_output
+
+    @property
+    def effective_window(self) -> int:
+        """Tokens a request may take against the model's window (minus the reply reserve)."""
+        return self.model.context_window - self.reserved_output
+
+    def tool_deferral(self) -> ToolDeferral:
+        """A fresh per-session tool deferral with the policy's budget share."""
+        return ToolDeferral(self.policy.tool_budget_share)

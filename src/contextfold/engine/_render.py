@@ -1,0 +1,148 @@
+"""The two ends of a turn: building the system prompt, and rendering the request.
+
+The prompt is built first, so that it can be measured; the request is rendered last, once the
+view is final, with the cache plan for the provider and the note for the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from contextfold.budget import Zone
+from contextfold.engine._deps import SessionDeps
+from contextfold.engine._measure import Measurement
+from contextfold.engine.request import PreparedRequest
+from contextfold.instructions import InstructionsLoader
+from contextfold.messages import Message, Meta, TextPart
+from contextfold.prompt import (
+    BuiltPrompt,
+    PromptBuilder,
+    PromptSection,
+    RenderedPrompt,
+    plain_prompt,
+    render_prompt,
+)
+from contextfold.providers.base import SystemBlock
+from contextfold.tools import ToolSpec
+
+__all__ = ["NOTE_ID", "SystemPrompt", "build_prompt", "note_message", "render"]
+
+SystemPrompt = str | PromptBuilder | Iterable[PromptSection] | None
+"""What an agent gives as its system prompt: a string, a builder, or sections."""
+
+NOTE_ID = "context-note"
+"""Id of the per-request note message; it is rebuilt every turn and never stored."""
+
+
+def build_prompt(
+    system: SystemPrompt, instructions: InstructionsLoader | None
+) -> tuple[BuiltPrompt, str, Exception | None]:
+    """The built system prompt, its stable text, and the error when the builder failed.
+
+    On a failure the prompt is the plain concatenation of what was given: no ordering and no
+    breakpoints, but a bug in a prompt section or an unreadable AGENTS.md never costs the agent
+    its instructions. The caller reports the error once, as a ``ComponentDegraded`` event.
+    """
+    sections: list[PromptSection | str | None] = []
+    try:
+        builder = _builder(system)
+        sections = list(builder.sections)
+        if instructions is not None:
+            if instructions.current is None:
+                instructions.load()
+            else:
+                instructions.reload_if_changed()
+            loaded = instructions.current
+            if loaded is not None and loaded.text:
+                builder.set("instructions", loaded.text)
+                sections = list(builder.sections)
+        built = builder.build()
+        return built, built.stable_text, None
+    except Exception as exc:
+        if not sections and isinstance(system, str):
+            sections = [system]
+        text = plain_prompt(sections)
+        fallback = (PromptSection("base", text, True),) if text else ()
+        return BuiltPrompt(fallback, (), len(fallback)), text, exc
+
+
+def _builder(system: SystemPrompt) -> PromptBuilder:
+    if system is None:
+        return PromptBuilder()
+    if isinstance(system, str):
+        return PromptBuilder().set("base", system)
+    if isinstance(system, PromptBuilder):
+        return PromptBuilder(system.sections)  # a copy: the caller's builder stays as it was
+    return PromptBuilder(system)
+
+
+def note_message(text: str) -> Message:
+    """The per-request note for the model: usage, deferred tools, wind-down. Never stored."""
+    return Message(
+        "user", (TextPart(text),), id=NOTE_ID, meta=Meta(kind="context_note", user_visible=False)
+    )
+
+
+def render(
+    deps: SessionDeps,
+    session_id: str,
+    *,
+    built: BuiltPrompt,
+    view: Sequence[Message],
+    tools: Sequence[ToolSpec],
+    notes: Sequence[str],
+    measurement: Measurement,
+    zone: Zone,
+    previous_tail: int | None,
+    message_tokens: Sequence[int] | None = None,
+) -> tuple[PreparedRequest, Exception | None]:
+    """The request for ``deps.provider``: system blocks, cache plan, view plus the note, and
+    the error when the cache plan failed (the prompt is then sent unmarked).
+
+    ``message_tokens`` are the raw sizes of ``view``'s messages when the caller has them.
+    """
+    counter = deps.counter
+    if message_tokens is None or len(message_tokens) != len(view):
+        message_tokens = [counter.count_message(m) for m in view]
+    same_tools = tuple(tools) == measurement.tools
+    failure: Exception | None = None
+    try:
+        rendered = render_prompt(
+            built,
+            deps.provider,
+            counter=counter,
+            tools_tokens=measurement.raw_tools if same_tools else counter.count_tools(tools),
+            message_tokens=message_tokens,
+            min_cacheable_tokens=deps.model.min_cacheable_tokens,
+            previous_tail=previous_tail,
+            session_id=session_id,
+            dynamic_placement="tail",
+        )
+    except Exception as exc:  # never lose the prompt over a cache plan: send it unmarked
+        failure = exc
+        rendered = RenderedPrompt((SystemBlock(built.text),) if built.text else (), tail_text="")
+    note = "\n".join(t for t in (rendered.tail_text, *notes) if t)
+    messages = list(view)
+    extra = 0
+    if note:
+        note_msg = note_message(note)
+        messages.append(note_msg)
+        # The dynamic sections were measured as part of the fixed text; only the notes are new.
+        extra = round(counter.count_text("\n".join(notes)) * measurement.calibration)
+    budget = measurement.budget.with_usage(conversation=measurement.budget.conversation + extra)
+    request = PreparedRequest(
+        messages=tuple(messages),
+        system=rendered.system,
+        tools=tuple(tools),
+        max_tokens=budget.reserved_output,
+        budget=budget,
+        zone=zone,
+        tokens=budget.used,
+        cache_tools=rendered.cache_plan.cache_tools,
+        message_breakpoints=tuple(
+            i for i in rendered.cache_plan.message_breakpoints if 0 <= i < len(view)
+        ),
+        prompt_cache_key=rendered.prompt_cache_key,
+        note=note,
+    )
+    return request, failure

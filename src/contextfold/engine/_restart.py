@@ -1,0 +1,111 @@
+"""The one restart: a conversation continues in a child session seeded with a carry-over.
+
+Both ways in use it: the ``restart`` preset when the window fills up (the session itself moves
+on to the child), and ``/restart`` or :func:`contextfold.agent.restart_session` on request (a new
+:class:`~contextfold.engine.Session` moves on, the old one stays on the parent). Either way the
+child gets the same metadata (the parent's, with the chain's ``restart_number``), the same
+numbering, and the same seed: the task, a structured summary and the last complete turns. Its
+``parent_id`` is the old session, so every ``ref`` of the parent stays readable through
+``read_result``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contextfold.compaction import RestartPolicy, StructuredSummary, plan_restart
+from contextfold.engine._core import SessionCore
+from contextfold.engine._writer import LEGACY_STATE_KEY
+from contextfold.events import SessionRestarted, SummarizerFellBack
+from contextfold.messages import Message
+
+__all__ = ["RestartPlan", "restart"]
+
+
+@dataclass(frozen=True, slots=True)
+class RestartPlan:
+    """What a restart will do: its number in the chain, the summary and the child's seed."""
+
+    number: int
+    """This restart's number in the chain (1 for the first)."""
+    summary: StructuredSummary | None
+    seed: list[Message]
+
+
+def plan(
+    core: SessionCore, policy: RestartPolicy, *, focus: str | None, reuse_summary: bool
+) -> RestartPlan:
+    """The restart of ``core``'s conversation; ``reuse_summary`` takes the latest compaction's
+    summary when there is one (the preset's way: no second summary of the same history)."""
+    state, view = core.state, core.view
+    # The chain's count: the session's own, or the number its stored session carries (a
+    # session resumed from a child made on request).
+    stored = core.info.metadata.get("restart_number")
+    number = max(state.restarts, stored if isinstance(stored, int) else 0) + 1
+    summary = state.summary if reuse_summary else None
+    if summary is None and view:
+        summary = core.deps.summarizer.summarize(view, None, focus)
+        if summary.fallback_reason:  # as the compaction pipeline reports it
+            core.emit(SummarizerFellBack(session_id=core.id, error=summary.fallback_reason))
+    seed = plan_restart(
+        view,
+        summary,
+        policy.carry_turns,
+        counter=core.deps.counter,
+        max_carry_tokens=int(core.effective_window * policy.carry_max_share),
+        session_number=number + 1,
+    )
+    return RestartPlan(number, summary, seed)
+
+
+def restart(
+    core: SessionCore,
+    policy: RestartPolicy,
+    *,
+    reason: str = "context_full",
+    focus: str | None = None,
+    reuse_summary: bool = True,
+    strict: bool = False,
+) -> bool:
+    """Move ``core`` on to a new child session, seeded by :func:`plan`.
+
+    False when the store cannot make the child: the failure is reported once (the session goes
+    on in memory) and the caller compacts instead. With ``strict`` the store's error is raised
+    instead, for a restart someone asked for.
+    """
+    deps, parent, parent_id = core.deps, core.info, core.id
+    restart_plan = plan(core, policy, focus=focus, reuse_summary=reuse_summary)
+    # The child starts with its own saved state, never a copy of the parent's.
+    metadata = {k: v for k, v in parent.metadata.items() if k != LEGACY_STATE_KEY}
+    metadata["restart_number"] = restart_plan.number
+    try:
+        child = deps.store.create_session(
+            model=deps.model.key, title=parent.title, parent_id=parent_id, metadata=metadata
+        )
+    except Exception as exc:  # a store that fails degrades the session to memory
+        if strict:
+            raise
+        core.writer.degrade("create the restarted session", exc)
+        return False
+    core.writer.switch(child.id, last_seq=0)
+    core.info = child
+    core.replace_view(())
+    for message in restart_plan.seed:
+        core.add_message(message)
+    state = core.state
+    state.restarts = restart_plan.number
+    state.wind_down_sent = False
+    state.estimator.invalidate()
+    state.previous_tail = None
+    state.summary = restart_plan.summary
+    core.emit(
+        SessionRestarted(
+            session_id=child.id,
+            parent_id=parent_id,
+            child_id=child.id,
+            restart_number=restart_plan.number,
+            carried_messages=len(restart_plan.seed),
+            reason=reason,
+        )
+    )
+    return True

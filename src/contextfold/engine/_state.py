@@ -1,0 +1,105 @@
+"""Everything a session remembers between turns, in one object: :class:`TurnState`.
+
+Each step of a turn reads and writes this one object instead of attributes spread over a class
+and its mixins, so a step can never see a figure another step already replaced (the stale-state
+bugs of earlier versions were of that kind). Part of it is saved after every turn and read back
+on resume (:meth:`TurnState.saved`, :meth:`TurnState.restore`); the rest lives only as long as
+the process, because it describes a request or a worker of this process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from contextfold._anchoring import ContextSizeEstimator
+from contextfold._usage import UsageTracker
+from contextfold.compaction import StructuredSummary
+from contextfold.engine._recovery import RefusedRequest
+from contextfold.engine._window import SessionWindow
+from contextfold.engine.request import PreparedRequest
+from contextfold.messages import Message
+from contextfold.tools import ToolDeferral
+
+__all__ = ["TurnState"]
+
+
+@dataclass(eq=False)
+class TurnState:
+    """A session's state between turns (see the module docstring)."""
+
+    estimator: ContextSizeEstimator
+    """Token estimates anchored on the provider's reports (saved)."""
+    usage: UsageTracker
+    """Calls, tokens and cost so far (saved)."""
+    deferral: ToolDeferral
+    """Which tools are held back and which the model used (saved)."""
+    window: SessionWindow
+    """The window requests are planned against, with a limit a provider stated (saved)."""
+    turn: int = 0
+    """User turns so far (saved)."""
+    restarts: int = 0
+    """Times this conversation continued in a child session (saved)."""
+    wind_down_sent: bool = False
+    """The latest request told the model a restart is near (saved)."""
+    previous_tail: int | None = None
+    """The last message breakpoint of the latest request, kept so the cache plan moves forward
+    rather than jumping (saved)."""
+    fixed_text: str = ""
+    """The system text (and note) of the latest request, what its usage report covered (saved)."""
+
+    last: PreparedRequest | None = None
+    """The latest prepared request."""
+    last_unrepaired: list[Message] | None = None
+    """The view the latest request was made from, when repairs changed it on the way."""
+    refused: RefusedRequest | None = None
+    """The request a provider refused, until a reply comes: it is never sent again, and a second
+    refusal before a reply is not recovered from."""
+    mask_retry_at: int | None = None
+    """Raw tokens of tool outputs in the view below which a declined mask batch is not planned
+    again."""
+    compact_retry_at: int | None = None
+    """Estimated tokens below which a failed threshold compaction is not tried again."""
+    summary: StructuredSummary | None = None
+    """The latest compaction's summary (a restart seeds the child with it)."""
+    background_started: bool = False
+    """A background compaction was announced (CompactionStarted) and not taken yet."""
+
+    def saved(self) -> dict[str, Any]:
+        """The part kept in the store, as JSON values (the keys are the stored format)."""
+        return {
+            "estimator": self.estimator.state(),
+            "usage": self.usage.state(),
+            "previous_tail": self.previous_tail,
+            "turn": self.turn,
+            "restarts": self.restarts,
+            "wind_down_sent": self.wind_down_sent,
+            "fixed_text": self.fixed_text,
+            "tool_deferral": self.deferral.state(),
+            **self.window.state(),
+        }
+
+    def restore(self, saved: Mapping[str, Any], view: Sequence[Message]) -> None:
+        """Continue from a saved state (``view``: the session's view it was saved with)."""
+        self.estimator.restore(saved.get("estimator", {}), view)
+        self.usage.restore(saved.get("usage", {}))
+        tail = saved.get("previous_tail")
+        self.previous_tail = int(tail) if tail is not None else None
+        self.turn = int(saved.get("turn", 0))
+        self.restarts = int(saved.get("restarts", 0))
+        self.wind_down_sent = bool(saved.get("wind_down_sent", False))
+        self.fixed_text = str(saved.get("fixed_text", ""))
+        self.window.restore(saved)
+        deferral = saved.get("tool_deferral")
+        if isinstance(deferral, Mapping):
+            self.deferral.restore(deferral)
+
+    def last_view(self) -> list[Message]:
+        """The view the latest request was made from (without its note for the model)."""
+        if self.last_unrepaired is not None:
+            return self.last_unrepaired
+        view = list(self.last.messages) if self.last is not None else []
+        if view and view[-1].meta.kind == "context_note":  # the note is always last
+            view.pop()
+        return view

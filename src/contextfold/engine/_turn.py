@@ -1,0 +1,183 @@
+"""One turn's pass, from what the agent gives to the request it sends.
+
+:func:`prepare` runs each step once, in order, each a function of its own that hands the next
+what it needs::
+
+    prompt   build the system prompt (AGENTS.md included); plain text if the builder fails
+    tools    the agent's tools plus the engine's own, some deferred in a small window
+    measure  the request's size by component, and its zone
+    decide   what the zone calls for (masking, compaction, wind-down, restart)
+    apply    do it; measure again if the view changed
+    notes    context usage, deferred tools, the wind-down warning
+    repair   make the view valid for the provider's history rules
+    render   system blocks, cache breakpoints, the view and the note
+
+No step reaches back to patch what an earlier one produced: the only loop is the measurement
+taken again after the view changed, so the notes and figures describe the view that is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from contextfold._exceptions import ContextOverflowError
+from contextfold.budget import Zone
+from contextfold.compaction import CompactResult, wind_down_message
+from contextfold.engine._compact import act
+from contextfold.engine._core import SessionCore
+from contextfold.engine._measure import Measurement, awareness_note
+from contextfold.engine._recovery import ENGINE_PROVIDER
+from contextfold.engine._render import SystemPrompt, build_prompt, render
+from contextfold.engine._tools import with_engine_tools
+from contextfold.engine.request import PreparedRequest
+from contextfold.events import Event
+from contextfold.messages import Message
+from contextfold.normalize import RepairReport
+from contextfold.prompt import BuiltPrompt
+from contextfold.tools import ToolSpec
+
+__all__ = ["prepare"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Prompt:
+    built: BuiltPrompt
+    fixed: str
+    """The system text the request is measured with (stable sections, then dynamic ones)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Tools:
+    selected: list[ToolSpec]
+    deferred: tuple[str, ...]
+    note: str | None
+
+
+def prepare(
+    core: SessionCore, system: SystemPrompt, tools: Sequence[ToolSpec], engine_tools: bool
+) -> PreparedRequest:
+    """The next request (see the module docstring); its events are collected on the way."""
+    events: list[Event] = []
+    core.collector = events
+    try:
+        core.close_open_calls()  # every call is answered before the model is called again
+        prompt = _prompt_step(core, system)
+        chosen = _tools_step(core, tools, engine_tools)
+        m = core.measure(prompt.fixed, chosen.selected, prompt.built)
+        core.state.window.require_room(m.fixed_tokens, m.budget.tools, provider=ENGINE_PROVIDER)
+        zone = m.zone
+        compaction, m = _apply_step(core, m, prompt, chosen)
+        notes = _notes_step(core, m, chosen)
+        view, repairs = _repair_step(core)
+        request = _render_step(core, prompt, chosen, notes, m, zone, view, repairs)
+        request = replace(
+            request,
+            compaction=compaction,
+            repairs=repairs,
+            deferred_tools=chosen.deferred,
+            events=tuple(events),
+        )
+        _remember(core, request, repairs)
+        return request
+    finally:
+        core.collector = None
+
+
+def _prompt_step(core: SessionCore, system: SystemPrompt) -> _Prompt:
+    built, stable_text, failure = build_prompt(system, core.deps.instructions)
+    if failure is not None:
+        core.degraded("prompt_builder", "plain concatenation", failure)
+    dynamic = built.dynamic_text
+    return _Prompt(built, stable_text + (("\n\n" + dynamic) if dynamic else ""))
+
+
+def _tools_step(core: SessionCore, tools: Sequence[ToolSpec], engine_tools: bool) -> _Tools:
+    # The engine's own tools are never deferred, but they count against the budget.
+    candidates = with_engine_tools(tools) if engine_tools else list(tools)
+    selection = core.state.deferral.select(
+        candidates, counter=core.deps.counter, effective_window=core.effective_window
+    )
+    if selection.fallback_reason:  # select() never raises: it sends every tool instead
+        core.degraded("tool_deferral", "all tools sent", selection.fallback_reason)
+    event = selection.event(core.id)
+    if event is not None:
+        core.emit(event)
+    return _Tools(list(selection.active), selection.deferred_names, selection.note)
+
+
+def _apply_step(
+    core: SessionCore, m: Measurement, prompt: _Prompt, chosen: _Tools
+) -> tuple[CompactResult | None, Measurement]:
+    restarts = core.state.restarts
+    compaction = act(core, m)
+    if core.state.restarts != restarts or (compaction is not None and compaction.changed):
+        # The view changed: the notes and the request's figures must describe the new one.
+        m = core.measure(prompt.fixed, chosen.selected, prompt.built)
+    return compaction, m
+
+
+def _notes_step(core: SessionCore, m: Measurement, chosen: _Tools) -> list[str]:
+    wind_down = wind_down_message(m.fraction, m.remaining).text if core.state.wind_down_sent else ""
+    notes = [n for n in (wind_down, chosen.note) if n]
+    policy = core.deps.policy
+    if policy.awareness_note and policy.thresholds.wants_awareness_note(m.fraction):
+        notes.insert(0, awareness_note(m))
+    return notes
+
+
+def _repair_step(core: SessionCore) -> tuple[list[Message], RepairReport]:
+    if not core.deps.policy.repair:
+        return list(core.view), RepairReport()
+    return core.repairer.repair(core.view, core.sizes.generation)
+
+
+def _render_step(
+    core: SessionCore,
+    prompt: _Prompt,
+    chosen: _Tools,
+    notes: list[str],
+    m: Measurement,
+    zone: Zone,
+    view: list[Message],
+    repairs: RepairReport,
+) -> PreparedRequest:
+    """The request; ``zone`` is where the context stood before the apply step acted."""
+    state = core.state
+    request, failure = render(
+        core.deps,
+        core.id,
+        built=prompt.built,
+        view=view,
+        tools=chosen.selected,
+        notes=notes,
+        measurement=m,
+        zone=zone,
+        previous_tail=state.previous_tail,
+        message_tokens=core.repairer.sizes() if repairs else core.sizes.messages,
+    )
+    if failure is not None:
+        core.degraded("prompt_cache", "system prompt sent without cache breakpoints", failure)
+    window = core.effective_window
+    if request.tokens > window:
+        raise ContextOverflowError(
+            f"the request needs about {request.tokens:,} tokens but the window leaves "
+            f"{window:,} after the reply reserve; the system prompt and "
+            f"tools alone take {m.fixed_tokens:,}",
+            provider=ENGINE_PROVIDER,
+            prompt_tokens=request.tokens,
+            limit=window,
+        )
+    if state.refused is not None:
+        state.refused.check(request)
+    return request
+
+
+def _remember(core: SessionCore, request: PreparedRequest, repairs: RepairReport) -> None:
+    """Keep what the next turn's usage report and cache plan are read against, and save it."""
+    state = core.state
+    state.last = request
+    state.last_unrepaired = list(core.view) if repairs else None
+    state.fixed_text = request.system_text + ("\n\n" + request.note if request.note else "")
+    state.previous_tail = request.message_breakpoints[-1] if request.message_breakpoints else None
+    core.save_state()
