@@ -4,7 +4,7 @@ The decision reads the measurement, the session's state and the policy, and retu
 :class:`ZoneAction`; it changes nothing and does no I/O, so every case is a plain function call
 in a test. :mod:`._compact` and :mod:`._restart` carry the action out.
 
-- SAFE, or AWARE: nothing (a background compaction may start past the policy's mark).
+- OK: nothing (a background compaction may start past the policy's mark).
 - MASK: mask one batch of old outputs (and maybe start the background compaction).
 - COMPACT: compact to the target, taking a finished background compaction if one is ready;
   after a compaction that could not free the minimum, wait for the context to grow.
