@@ -3,10 +3,10 @@ the summary and the last turns; refs of the parent stay readable from the child.
 
 from __future__ import annotations
 
-from contextfold import Compactor, RestartPolicy, SummaryPart
+from contextfold import Compactor, ContextEngine, RestartPolicy, SummaryPart
 from contextfold.budget import Zone
 from contextfold.events import CompactionFinished, SessionRestarted
-from tests.engine.helpers import TASK, EngineFactory, listing, start
+from tests.engine.helpers import TASK, Driver, EngineFactory, listing, start
 
 WIND_DOWN = "restart soon"
 
@@ -84,3 +84,40 @@ def test_a_jump_into_the_block_zone_restarts_at_once(make_engine: EngineFactory)
     assert request.zone in (Zone.BLOCK, Zone.OVERFLOW)  # the zone before the engine acted
     assert request.tokens <= engine.effective_window
     assert driver.session.restarts == 1 and WIND_DOWN not in request.note
+
+
+def test_a_restart_on_request_continues_the_presets_chain_with_the_same_metadata(
+    make_engine: EngineFactory,
+) -> None:
+    from contextfold.agent import restart_session
+
+    engine, sink = make_engine(compactor="restart")
+    session = engine.new_session(title="chain", metadata={"cwd": "/work/textkit"})
+    session.add_user(TASK)
+    driver = Driver(session)
+    first = driver.session.id
+    driver.until(lambda r: any(isinstance(e, SessionRestarted) for e in r.events))
+    by_preset = driver.session.id
+
+    by_hand = restart_session(driver.session, focus="the parser")
+
+    # One restart: the same metadata (the parent's, with the chain's number) either way.
+    assert _metadata(engine, by_preset) == {
+        "cwd": "/work/textkit",
+        "restart_number": 1,
+    }
+    assert _metadata(engine, by_hand.id) == {
+        "cwd": "/work/textkit",
+        "restart_number": 2,
+    }
+    assert engine.store.get_session(by_hand.id).parent_id == by_preset != first
+    events = sink.of_type(SessionRestarted)
+    assert [(e.restart_number, e.reason) for e in events] == [(1, "context_full"), (2, "manual")]
+    assert by_hand.restarts == 2 and driver.session.restarts == 1
+    seeded = [m for _, m in engine.store.iter_messages(by_hand.id)]
+    assert "session #3" in seeded[0].text  # numbered on from the preset's child (#2)
+    assert driver.session.id == by_preset  # the session asked stays where it was
+
+
+def _metadata(engine: ContextEngine, session_id: str) -> dict[str, object]:
+    return {k: v for k, v in engine.store.get_session(session_id).metadata.items() if k != "engine"}
