@@ -3,7 +3,7 @@ the summary and the last turns; refs of the parent stay readable from the child.
 
 from __future__ import annotations
 
-from contextfold import Compactor, ContextEngine, RestartPolicy, SummaryPart
+from contextfold import Compactor, RestartPolicy, SummaryPart
 from contextfold.budget import Zone
 from contextfold.events import CompactionFinished, SessionRestarted
 from tests.engine.helpers import TASK, Driver, EngineFactory, listing, start
@@ -102,11 +102,11 @@ def test_a_restart_on_request_continues_the_presets_chain_with_the_same_metadata
     by_hand = restart_session(driver.session, focus="the parser")
 
     # One restart: the same metadata (the parent's, with the chain's number) either way.
-    assert _metadata(engine, by_preset) == {
+    assert engine.store.get_session(by_preset).metadata == {
         "cwd": "/work/textkit",
         "restart_number": 1,
     }
-    assert _metadata(engine, by_hand.id) == {
+    assert engine.store.get_session(by_hand.id).metadata == {
         "cwd": "/work/textkit",
         "restart_number": 2,
     }
@@ -117,7 +117,3 @@ def test_a_restart_on_request_continues_the_presets_chain_with_the_same_metadata
     seeded = [m for _, m in engine.store.iter_messages(by_hand.id)]
     assert "session #3" in seeded[0].text  # numbered on from the preset's child (#2)
     assert driver.session.id == by_preset  # the session asked stays where it was
-
-
-def _metadata(engine: ContextEngine, session_id: str) -> dict[str, object]:
-    return {k: v for k, v in engine.store.get_session(session_id).metadata.items() if k != "engine"}

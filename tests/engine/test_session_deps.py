@@ -10,7 +10,6 @@ from typing import Any, cast
 import pytest
 
 from contextfold import ContextPolicy, Message, Session, Usage, model_for_window
-from contextfold._anchoring import ContextSizeEstimator
 from contextfold._blobs import BlobInfo, blob_info
 from contextfold._exceptions import UsageError
 from contextfold._usage import UsageTracker
@@ -22,6 +21,7 @@ from contextfold.engine._measure import Measurement
 from contextfold.engine._state import TurnState
 from contextfold.engine._window import SessionWindow
 from contextfold.engine._zones import ZoneAction, decide
+from contextfold.estimator import ContextSizeEstimator
 from contextfold.events import EventBus, MemorySink, TokenUsage
 from contextfold.store import SessionInfo, SessionStore
 from contextfold.tokens import HeuristicCounter
@@ -36,7 +36,6 @@ class FakeStore:
     edits: list[ContextEdit] = field(default_factory=list)
     blobs: dict[str, str] = field(default_factory=dict)
     states: list[dict[str, Any]] = field(default_factory=list)
-    metadata: dict[str, Any] = field(default_factory=dict)
 
     def append_messages(self, session_id: str, messages: Sequence[Message], **guard: Any) -> int:
         self.messages.extend(messages)
@@ -48,16 +47,6 @@ class FakeStore:
 
     def save_snapshot(self, *args: Any, **kwargs: Any) -> None:
         return None
-
-    def get_session(self, session_id: str) -> SessionInfo:
-        return SessionInfo(session_id, metadata=dict(self.metadata))
-
-    def update_session(
-        self, session_id: str, *, metadata: Mapping[str, Any] | None = None, **_: Any
-    ) -> SessionInfo:
-        self.metadata = dict(metadata or {})
-        self.states.append(dict(self.metadata.get("engine", {})))
-        return self.get_session(session_id)
 
     def save_engine_state(self, session_id: str, state: Mapping[str, Any]) -> None:
         self.states.append(dict(state))

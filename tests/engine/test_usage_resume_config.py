@@ -200,7 +200,7 @@ def test_the_saved_engine_state_does_not_grow_with_the_view(make_engine: EngineF
     for turns in (5, 60):
         while len(driver.requests) < turns:
             driver.turn()
-        state = engine.store.get_session(driver.session.id).metadata["engine"]
+        state = engine.store.load_engine_state(driver.session.id)
         sizes.append(len(json.dumps(state)))
     assert len(driver.session.view) > 100
     assert sizes[1] < sizes[0] + 100  # saved every turn: it must stay small

@@ -14,7 +14,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contextfold._anchoring import ContextSizeEstimator
 from contextfold._usage import UsageTracker
 from contextfold.compaction import BackgroundCompactor
 from contextfold.engine._deps import SessionDeps
@@ -25,12 +24,13 @@ from contextfold.engine._sizes import CompactionCounter, ViewSizes
 from contextfold.engine._state import TurnState
 from contextfold.engine._window import SessionWindow
 from contextfold.engine._writer import LineageBlobs, SessionWriter
+from contextfold.estimator import ContextSizeEstimator
 from contextfold.events import ComponentDegraded, Event
 from contextfold.messages import Message
 from contextfold.outputs import OutputLimits
 from contextfold.prompt import BuiltPrompt
 from contextfold.store import SessionInfo
-from contextfold.tools import ToolSpec
+from contextfold.tool_spec import ToolSpec
 
 __all__ = ["SessionCore"]
 
@@ -61,7 +61,7 @@ class SessionCore:
         self.state = TurnState(
             estimator=ContextSizeEstimator(deps.counter),
             usage=UsageTracker(deps.model),
-            deferral=deps.tool_deferral(),
+            deferral=deps.tool_deferral(info.id, self.emit),
             window=SessionWindow(deps.model, deps.policy.reserved_output),
         )
         self.background = BackgroundCompactor(deps.compactor) if deps.policy.background else None

@@ -7,16 +7,17 @@ a session never changes what it was given, only its own state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from contextfold.budget import ContextBudget
 from contextfold.compaction import Compactor, Summarizer
 from contextfold.engine.policy import ContextPolicy
-from contextfold.events import EventBus
+from contextfold.events import Event, EventBus
 from contextfold.instructions import InstructionsLoader
 from contextfold.models import ModelInfo
 from contextfold.store import SessionStore
-from contextfold.tokens import TokenCounter
+from contextfold.token_counter import TokenCounter
 from contextfold.tools import ToolDeferral
 
 __all__ = ["SessionDeps"]
@@ -52,6 +53,9 @@ class SessionDeps:
         """Tokens a request may take against the model's window (minus the reply reserve)."""
         return self.model.context_window - self.reserved_output
 
-    def tool_deferral(self) -> ToolDeferral:
-        """A fresh per-session tool deferral with the policy's budget share."""
-        return ToolDeferral(self.policy.tool_budget_share)
+    def tool_deferral(
+        self, session_id: str | None = None, on_event: Callable[[Event], None] | None = None
+    ) -> ToolDeferral:
+        """A fresh per-session tool deferral with the policy's budget share; it reports its own
+        degradations to ``on_event`` (none without it)."""
+        return ToolDeferral(self.policy.tool_budget_share, session_id=session_id, on_event=on_event)

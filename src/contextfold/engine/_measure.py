@@ -11,14 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from contextfold._anchoring import ContextSizeEstimator
 from contextfold.budget import ContextBudget, Thresholds, Zone
 from contextfold.engine._sizes import ViewSizes
 from contextfold.engine._window import SessionWindow
+from contextfold.estimator import Calibration, ContextSizeEstimator
 from contextfold.messages import Message
 from contextfold.prompt import BuiltPrompt
-from contextfold.tokens import Calibration
-from contextfold.tools import ToolSpec
+from contextfold.tool_spec import ToolSpec
 
 __all__ = ["Measurement", "awareness_note", "measure"]
 

@@ -22,8 +22,8 @@ from contextfold.prompt import (
     plain_prompt,
     render_prompt,
 )
-from contextfold.providers.base import SystemBlock
-from contextfold.tools import ToolSpec
+from contextfold.providers.types import SystemBlock
+from contextfold.tool_spec import ToolSpec
 
 __all__ = ["NOTE_ID", "SystemPrompt", "build_prompt", "note_message", "render"]
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from contextfold.compaction import RestartPolicy, StructuredSummary, plan_restart
 from contextfold.engine._core import SessionCore
-from contextfold.engine._writer import LEGACY_STATE_KEY
 from contextfold.events import SessionRestarted, SummarizerFellBack
 from contextfold.messages import Message
 
@@ -75,9 +74,7 @@ def restart(
     """
     deps, parent, parent_id = core.deps, core.info, core.id
     restart_plan = plan(core, policy, focus=focus, reuse_summary=reuse_summary)
-    # The child starts with its own saved state, never a copy of the parent's.
-    metadata = {k: v for k, v in parent.metadata.items() if k != LEGACY_STATE_KEY}
-    metadata["restart_number"] = restart_plan.number
+    metadata = {**parent.metadata, "restart_number": restart_plan.number}
     try:
         child = deps.store.create_session(
             model=deps.model.key, title=parent.title, parent_id=parent_id, metadata=metadata
@@ -88,6 +85,7 @@ def restart(
         core.writer.degrade("create the restarted session", exc)
         return False
     core.writer.switch(child.id, last_seq=0)
+    core.state.deferral.session_id = child.id  # its degradation events name the child
     core.info = child
     core.replace_view(())
     for message in restart_plan.seed:

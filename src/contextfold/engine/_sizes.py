@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from contextfold.messages import Message
-from contextfold.tokens import TokenCounter
-from contextfold.tools import ToolSpec
+from contextfold.token_counter import TokenCounter
+from contextfold.tool_spec import ToolSpec
 
 __all__ = ["CompactionCounter", "ViewSizes"]
 

@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contextfold._anchoring import ContextSizeEstimator
 from contextfold._usage import UsageTracker
 from contextfold.compaction import StructuredSummary
 from contextfold.engine._recovery import RefusedRequest
 from contextfold.engine._window import SessionWindow
 from contextfold.engine.request import PreparedRequest
+from contextfold.estimator import ContextSizeEstimator
 from contextfold.messages import Message
 from contextfold.tools import ToolDeferral
 

@@ -35,7 +35,7 @@ from contextfold.events import Event
 from contextfold.messages import Message
 from contextfold.normalize import RepairReport
 from contextfold.prompt import BuiltPrompt
-from contextfold.tools import ToolSpec
+from contextfold.tool_spec import ToolSpec
 
 __all__ = ["prepare"]
 
@@ -98,8 +98,7 @@ def _tools_step(core: SessionCore, tools: Sequence[ToolSpec], engine_tools: bool
     selection = core.state.deferral.select(
         candidates, counter=core.deps.counter, effective_window=core.effective_window
     )
-    if selection.fallback_reason:  # select() never raises: it sends every tool instead
-        core.degraded("tool_deferral", "all tools sent", selection.fallback_reason)
+    # select() never raises: on a failure it sends every tool and reports it itself, once.
     event = selection.event(core.id)
     if event is not None:
         core.emit(event)

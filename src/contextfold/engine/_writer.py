@@ -27,24 +27,14 @@ from contextfold._exceptions import ConcurrentWriteError, RefNotFoundError, Usag
 from contextfold.edits import ContextEdit
 from contextfold.events import ComponentDegraded, Event
 from contextfold.messages import Message
-from contextfold.store import SessionInfo, SessionStore
+from contextfold.store import SessionStore
 
-__all__ = ["LEGACY_STATE_KEY", "LineageBlobs", "PendingBlobs", "SessionWriter", "load_state"]
+__all__ = ["LineageBlobs", "PendingBlobs", "SessionWriter"]
 
 logger = logging.getLogger("contextfold.engine")
 
 _MAX_ANCESTORS = 32
 """How far up a restart chain ``read_result`` looks for a ref (a guard against cycles)."""
-
-
-LEGACY_STATE_KEY = "engine"
-"""The session metadata key the engine's saved state is kept under."""
-
-
-def load_state(store: SessionStore, info: SessionInfo) -> dict[str, Any] | None:
-    """The engine state saved for the stored session ``info`` (``None``: none saved)."""
-    state = info.metadata.get(LEGACY_STATE_KEY)
-    return dict(state) if isinstance(state, Mapping) else None
 
 
 def _is_programming_error(exc: BaseException) -> bool:
@@ -142,14 +132,11 @@ class SessionWriter:
             self.degrade("save snapshot", exc)
 
     def save_state(self, state: Mapping[str, Any]) -> None:
-        """Keep the engine's per-session state (estimator, cache tail) in the session metadata."""
+        """Keep the engine's per-session state (estimator, usage, cache tail) in the store."""
         if not self.store_ok:
             return
         try:
-            info = self.store.get_session(self.session_id)
-            metadata = dict(info.metadata)
-            metadata[LEGACY_STATE_KEY] = dict(state)
-            self.store.update_session(self.session_id, metadata=metadata)
+            self.store.save_engine_state(self.session_id, state)
         except Exception as exc:
             self.degrade("save engine state", exc)
 

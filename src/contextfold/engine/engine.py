@@ -11,7 +11,6 @@ from contextfold.compaction import Compactor, ExtractiveSummarizer, Summarizer
 from contextfold.engine._deps import SessionDeps
 from contextfold.engine._tools import with_engine_tools
 from contextfold.engine._window import SessionWindow
-from contextfold.engine._writer import load_state
 from contextfold.engine.policy import ContextPolicy
 from contextfold.engine.session import Session
 from contextfold.events import EventBus, EventSink, JsonlSink, StoreSink
@@ -19,7 +18,7 @@ from contextfold.instructions import InstructionsLoader
 from contextfold.models import ModelInfo, ModelRegistry, default_registry
 from contextfold.store import SessionStore, open_store
 from contextfold.tokens import TokenCounter, counter_for
-from contextfold.tools import ToolSpec
+from contextfold.tool_spec import ToolSpec
 
 __all__ = ["ContextEngine"]
 
@@ -153,7 +152,7 @@ class ContextEngine:
             view=loaded.view,
             last_seq=loaded.last_seq,
             last_edit=loaded.last_edit,
-            state=load_state(self.store, info),
+            state=self.store.load_engine_state(session_id),
             owner=self,
         )
         self._sessions.append(session)

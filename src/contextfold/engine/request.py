@@ -8,12 +8,11 @@ from typing import Any
 from contextfold.budget import ContextBudget, Zone
 from contextfold.compaction import CompactResult
 from contextfold.events import Event
-from contextfold.formats.anthropic import to_anthropic, tools_to_anthropic
-from contextfold.formats.openai import to_openai, tools_to_openai
 from contextfold.messages import Message
 from contextfold.normalize import RepairReport
-from contextfold.providers.base import ChatRequest, SystemBlock
-from contextfold.tools import ToolSpec
+from contextfold.providers import anthropic_wire, openai_wire
+from contextfold.providers.types import ChatRequest, SystemBlock
+from contextfold.tool_spec import ToolSpec
 
 __all__ = ["PreparedRequest"]
 
@@ -68,17 +67,11 @@ class PreparedRequest:
         With ``model`` they are complete: ``client.chat.completions.create(**request.to_openai(
         model="gpt-4.1"))``; give the reply to ``session.add_assistant`` as it comes back.
         Without it, they are the request's wire form alone (messages, tools, reply budget), to
-        inspect or measure. The reply budget goes in ``max_completion_tokens``, which OpenAI's
-        newer models require.
+        inspect or measure. They are what :class:`~contextfold.providers.OpenAIChat` sends (one
+        encoder: :func:`contextfold.providers.openai_wire.encode_request`); the reply budget
+        goes in ``max_completion_tokens``, which OpenAI's newer models require.
         """
-        out: dict[str, Any] = {} if model is None else {"model": model}
-        out["messages"] = to_openai(self.messages, system=self.system_text)
-        if self.tools:
-            out["tools"] = tools_to_openai(self.tools)
-        if self.prompt_cache_key:
-            out["prompt_cache_key"] = self.prompt_cache_key
-        out["max_completion_tokens"] = self.max_tokens
-        return out
+        return openai_wire.encode_request(self.to_chat_request(), model=model)
 
     def to_anthropic(self, *, model: str | None = None) -> dict[str, Any]:
         """Keyword arguments for the official SDK's ``client.messages.create``, cache
@@ -86,17 +79,8 @@ class PreparedRequest:
 
         With ``model`` they are complete: ``client.messages.create(**request.to_anthropic(
         model="claude-sonnet-4-5"))``; give the reply to ``session.add_assistant`` as it comes
-        back. Without it, they are the request's wire form alone, to inspect or measure.
+        back. Without it, they are the request's wire form alone, to inspect or measure. They
+        are what :class:`~contextfold.providers.AnthropicChat` sends (one encoder:
+        :func:`contextfold.providers.anthropic_wire.encode_request`).
         """
-        request = to_anthropic(
-            self.messages,
-            system=[b.text for b in self.system],
-            system_breakpoints=[i for i, b in enumerate(self.system) if b.cache],
-            message_breakpoints=self.message_breakpoints,
-        )
-        out: dict[str, Any] = {} if model is None else {"model": model}
-        out.update(request.kwargs())
-        if self.tools:
-            out["tools"] = tools_to_anthropic(self.tools, cache_last=self.cache_tools)
-        out["max_tokens"] = self.max_tokens
-        return out
+        return anthropic_wire.encode_request(self.to_chat_request(), model=model)

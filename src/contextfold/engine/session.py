@@ -29,9 +29,9 @@ from contextfold.messages import Message, Part, ToolCallPart, ToolResultPart, Us
 from contextfold.models import ModelInfo
 from contextfold.outputs import OutputLimits, prepare_tool_output
 from contextfold.providers._from_sdk import chat_response_from_sdk
-from contextfold.providers.base import ChatResponse
+from contextfold.providers.types import ChatResponse
 from contextfold.store import SessionInfo, SessionStore
-from contextfold.tokens import TokenCounter
+from contextfold.token_counter import TokenCounter
 from contextfold.tools import READ_RESULT_TOOL, ToolSpec
 
 __all__ = ["Session", "SessionOwner", "SystemPrompt"]
