@@ -1,4 +1,4 @@
-"""Graceful degradation (reference/000 §8): a failing part costs a feature, never the session.
+"""Graceful degradation: a failing part costs a feature, never the session.
 
 Each test injects one failure and checks that the agent keeps getting valid requests and that
 the failure is reported (``ComponentDegraded`` or ``SummarizerFellBack``). A second writer on the
@@ -144,6 +144,27 @@ def test_a_failing_prompt_builder_falls_back_to_plain_text(
     assert driver.model.requests[-1].system_text == request.system_text
     reported = _degraded(sink.events, "prompt_builder")
     assert reported and "builder bug" in reported[0].error
+
+
+def test_a_failing_cache_plan_sends_the_prompt_unmarked_and_says_so_once(
+    make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import contextfold.engine._render as render_module
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("cache plan bug")
+
+    monkeypatch.setattr(render_module, "render_prompt", broken)
+    engine, sink = make_engine(provider="anthropic")
+    driver = start(engine)
+    request = driver.turn()
+
+    assert request.system_text == SYSTEM  # the whole prompt, as one block
+    assert not any(b.cache for b in request.system) and request.message_breakpoints == ()
+    assert driver.model.requests[-1].system_text == SYSTEM
+    reported = _degraded(sink.events, "prompt_cache")
+    assert len(reported) == 1 and "cache plan bug" in reported[0].error
+    assert _degraded(list(request.events), "prompt_cache") == reported
 
 
 def test_a_second_writer_on_the_same_session_raises(tmp_path: Path) -> None:

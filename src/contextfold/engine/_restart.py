@@ -17,6 +17,7 @@ from contextfold.compaction import RestartPolicy, StructuredSummary, plan_restar
 from contextfold.engine._core import SessionCore
 from contextfold.events import SessionRestarted, SummarizerFellBack
 from contextfold.messages import Message
+from contextfold.store import SessionInfo
 
 __all__ = ["RestartPlan", "restart"]
 
@@ -75,14 +76,15 @@ def restart(
     deps, parent, parent_id = core.deps, core.info, core.id
     restart_plan = plan(core, policy, focus=focus, reuse_summary=reuse_summary)
     metadata = {**parent.metadata, "restart_number": restart_plan.number}
-    try:
-        child = deps.store.create_session(
+
+    def create() -> SessionInfo:
+        return deps.store.create_session(
             model=deps.model.key, title=parent.title, parent_id=parent_id, metadata=metadata
         )
-    except Exception as exc:  # a store that fails degrades the session to memory
-        if strict:
-            raise
-        core.writer.degrade("create the restarted session", exc)
+
+    # A store that cannot make the child degrades the session to memory (reported once).
+    child = create() if strict else core.writer.attempt("create the restarted session", create)
+    if child is None:
         return False
     core.writer.switch(child.id, last_seq=0)
     core.state.deferral.session_id = child.id  # its degradation events name the child

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from contextfold._blobs import BlobInfo, blob_info
 from contextfold._blobstore import InMemoryBlobStore
@@ -32,6 +33,8 @@ from contextfold.store import SessionStore
 __all__ = ["LineageBlobs", "PendingBlobs", "SessionWriter"]
 
 logger = logging.getLogger("contextfold.engine")
+
+T = TypeVar("T")
 
 _MAX_ANCESTORS = 32
 """How far up a restart chain ``read_result`` looks for a ref (a guard against cycles)."""
@@ -81,45 +84,48 @@ class SessionWriter:
                 )
             )
 
+    def attempt(self, action: str, write: Callable[[], T]) -> T | None:
+        """What ``write()`` returns; ``None`` once the store has failed, at this ``action`` or
+        before (the failure is reported once, and the session goes on in memory)."""
+        if not self.store_ok:
+            return None
+        try:
+            return write()
+        except Exception as exc:  # the store's one degradation: to memory, reported once
+            self.degrade(action, exc)
+            return None
+
     # -- writes --------------------------------------------------------------------------------
 
     def append(self, messages: Sequence[Message]) -> None:
         """Append ``messages`` to the transcript (or only count them once degraded)."""
-        if self.store_ok:
-            try:
-                self.last_seq = self.store.append_messages(
-                    self.session_id,
-                    messages,
-                    expected_seq=self.last_seq,
-                    expected_edit=self.last_edit,
-                )
-                return
-            except Exception as exc:
-                self.degrade("append messages", exc)
-        self.last_seq += len(messages)
+        seq = self.attempt(
+            "append messages",
+            lambda: self.store.append_messages(
+                self.session_id,
+                messages,
+                expected_seq=self.last_seq,
+                expected_edit=self.last_edit,
+            ),
+        )
+        self.last_seq = seq if seq is not None else self.last_seq + len(messages)
 
     def append_edits(self, edits: Sequence[ContextEdit]) -> None:
         """Record compaction edits in transcript order."""
         for edit in edits:
-            if self.store_ok:
-                try:
-                    self.last_edit = self.store.append_edit(
-                        self.session_id,
-                        edit,
-                        expected_seq=self.last_seq,
-                        expected_edit=self.last_edit,
-                    )
-                    continue
-                except Exception as exc:
-                    self.degrade("append edit", exc)
-            self.last_edit += 1
+            number = self.attempt("append edit", partial(self._append_edit, edit))
+            self.last_edit = number if number is not None else self.last_edit + 1
+
+    def _append_edit(self, edit: ContextEdit) -> int:
+        return self.store.append_edit(
+            self.session_id, edit, expected_seq=self.last_seq, expected_edit=self.last_edit
+        )
 
     def snapshot(self, view: Sequence[Message], token_count: int) -> None:
         """Save the view as the latest snapshot (fast resume)."""
-        if not self.store_ok:
-            return
-        try:
-            self.store.save_snapshot(
+        self.attempt(
+            "save snapshot",
+            lambda: self.store.save_snapshot(
                 self.session_id,
                 view,
                 token_count,
@@ -127,18 +133,14 @@ class SessionWriter:
                 last_edit=self.last_edit,
                 expected_seq=self.last_seq,
                 expected_edit=self.last_edit,
-            )
-        except Exception as exc:
-            self.degrade("save snapshot", exc)
+            ),
+        )
 
     def save_state(self, state: Mapping[str, Any]) -> None:
         """Keep the engine's per-session state (estimator, usage, cache tail) in the store."""
-        if not self.store_ok:
-            return
-        try:
-            self.store.save_engine_state(self.session_id, state)
-        except Exception as exc:
-            self.degrade("save engine state", exc)
+        self.attempt(
+            "save engine state", lambda: self.store.save_engine_state(self.session_id, state)
+        )
 
     def switch(self, session_id: str, *, last_seq: int, last_edit: int = 0) -> None:
         """Write to another session from now on (after a restart)."""
@@ -156,11 +158,11 @@ class LineageBlobs:
     def put_blob(self, session_id: str, content: str, *, tool_name: str | None = None) -> BlobInfo:
         """Store ``content`` for ``session_id`` (in memory once the store has failed)."""
         writer = self._writer
-        if writer.store_ok:
-            try:
-                return writer.store.put_blob(session_id, content, tool_name=tool_name)
-            except Exception as exc:
-                writer.degrade("store output", exc)
+        stored = writer.attempt(
+            "store output", lambda: writer.store.put_blob(session_id, content, tool_name=tool_name)
+        )
+        if stored is not None:
+            return stored
         return writer.memory_blobs.put_blob(session_id, content, tool_name=tool_name)
 
     def get_blob(self, session_id: str, ref: str) -> str:

@@ -42,7 +42,7 @@ class SessionOwner(Protocol):
     made the session (its model, store, policy and events, and more sessions)."""
 
     model: ModelInfo
-    store: SessionStore | Any
+    store: SessionStore
     policy: ContextPolicy
     counter: TokenCounter
     compactor: Compactor
