@@ -27,6 +27,7 @@ from contextfold.events import (
     CompactionFinished,
     CompactionStarted,
     OverflowRecovered,
+    Trigger,
 )
 
 __all__ = ["act", "apply_result", "compact_now", "compaction_failed", "min_mask_batch", "recover"]
@@ -68,7 +69,7 @@ def _compact_zone(core: SessionCore, m: Measurement, action: ZoneAction) -> Comp
             # Its CompactionStarted was announced: it ends here, as failed, and the
             # foreground compaction below does the work.
             compaction_failed(core, "background", m.tokens, m.tokens, _why_unused(ready))
-    if action.wait:
+    if action.wait or action.trigger is None:
         return None
     return _compact(core, m, trigger=action.trigger, target=action.target, hard=action.hard)
 
@@ -148,7 +149,7 @@ def _compact(
     core: SessionCore,
     m: Measurement,
     *,
-    trigger: str,
+    trigger: Trigger,
     target: float,
     hard: bool = False,
     focus: str | None = None,
@@ -168,30 +169,13 @@ def _compact(
 
 
 def apply_result(
-    core: SessionCore, result: CompactResult, m: Measurement, *, trigger: str
+    core: SessionCore, result: CompactResult, m: Measurement, *, trigger: Trigger
 ) -> CompactResult:
     """Let ``result`` enter the session (see the module docstring); returns it."""
     state = core.state
     for event in result.events:
         core.emit(event)
-    after = m.tokens
-    if result.edits:
-        core.writer.append_edits(result.edits)
-        core.replace_view(result.view)
-        # Two estimates of the new size, and the larger wins: the old size minus what was
-        # freed (on the provider's scale, from its last report), and the new view estimated
-        # whole. The first is wrong when the messages removed were ones the provider counts
-        # very differently from the rest (a template that leaves tool calls out), the second
-        # when the calibration is off; under-estimating is what would overflow.
-        view = core.view
-        after = max(
-            m.after_compaction(core.sizes.total, len(view)),
-            state.estimator.full_estimate(view, system=m.fixed_text, tools=m.tools),
-        )
-        # Stay on the provider's scale: the new size is the old one minus what was freed.
-        state.estimator.rebase(view, after, system=m.fixed_text, tools=m.tools)
-        state.previous_tail = None
-        core.writer.snapshot(view, after)
+    after = _take_edits(core, result, m) if result.edits else m.tokens
     if result.summary is not None:
         state.summary = result.summary
     if result.failed and trigger in ("threshold", "background"):
@@ -222,8 +206,30 @@ def apply_result(
     return result
 
 
+def _take_edits(core: SessionCore, result: CompactResult, m: Measurement) -> int:
+    """Record ``result``'s edits, take its view, snapshot it; the view's estimated size."""
+    state = core.state
+    core.writer.append_edits(result.edits)
+    core.replace_view(result.view)
+    # Two estimates of the new size, and the larger wins: the old size minus what was freed
+    # (on the provider's scale, from its last report), and the new view estimated whole. The
+    # first is wrong when the messages removed were ones the provider counts very differently
+    # from the rest (a template that leaves tool calls out), the second when the calibration is
+    # off; under-estimating is what would overflow.
+    view = core.view
+    after = max(
+        m.after_compaction(core.sizes.total, len(view)),
+        state.estimator.full_estimate(view, system=m.fixed_text, tools=m.tools),
+    )
+    # Stay on the provider's scale: the new size is the old one minus what was freed.
+    state.estimator.rebase(view, after, system=m.fixed_text, tools=m.tools)
+    state.previous_tail = None
+    core.writer.snapshot(view, after)
+    return after
+
+
 def compaction_failed(
-    core: SessionCore, trigger: str, before: int, after: int, reason: str
+    core: SessionCore, trigger: Trigger, before: int, after: int, reason: str
 ) -> None:
     """End an announced compaction that changed nothing."""
     core.emit(
@@ -237,7 +243,7 @@ def compaction_failed(
     )
 
 
-def compact_now(core: SessionCore, focus: str | None, trigger: str) -> CompactResult:
+def compact_now(core: SessionCore, focus: str | None, trigger: Trigger) -> CompactResult:
     """Compact on request: to the usual target, or to half the current usage when that is
     already below it (whoever asks explicitly wants room now, before a large read say)."""
     m = core.measure_now()

@@ -27,6 +27,7 @@ from contextfold.engine._writer import LineageBlobs, SessionWriter
 from contextfold.estimator import ContextSizeEstimator
 from contextfold.events import ComponentDegraded, Event
 from contextfold.messages import Message
+from contextfold.normalize import history_rules_for
 from contextfold.outputs import OutputLimits
 from contextfold.prompt import BuiltPrompt
 from contextfold.store import SessionInfo
@@ -53,7 +54,9 @@ class SessionCore:
         self.view: list[Message] = [m for m in view if m.meta.agent_visible]
         self.sizes = ViewSizes(deps.counter, self.view)
         self.compaction_counter = CompactionCounter(deps.counter, self.sizes)
-        self.repairer = ViewRepairer(deps.provider, self.compaction_counter.count_message)
+        self.repairer = ViewRepairer(
+            history_rules_for(deps.provider), self.compaction_counter.count_message
+        )
         self.writer = SessionWriter(
             deps.store, info.id, last_seq=last_seq, last_edit=last_edit, emit=self.emit
         )

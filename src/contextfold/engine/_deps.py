@@ -15,7 +15,7 @@ from contextfold.compaction import Compactor, Summarizer
 from contextfold.engine.policy import ContextPolicy
 from contextfold.events import Event, EventBus
 from contextfold.instructions import InstructionsLoader
-from contextfold.models import ModelInfo
+from contextfold.models import ModelInfo, Provider
 from contextfold.store import SessionStore
 from contextfold.token_counter import TokenCounter
 from contextfold.tools import ToolDeferral
@@ -27,8 +27,9 @@ __all__ = ["SessionDeps"]
 class SessionDeps:
     """The model, policy, counter, compactor, store and event bus a session uses.
 
-    ``provider`` is the cache style and history rules the requests are rendered for
-    (``"anthropic"`` breakpoints, ``"openai"`` cache key, anything else plain).
+    ``provider`` is who the requests are rendered for: its cache style (``"anthropic"``
+    breakpoints, ``"openai"`` cache key, anything else plain) and its history rules
+    (:func:`~contextfold.normalize.history_rules_for`).
     """
 
     model: ModelInfo
@@ -38,7 +39,7 @@ class SessionDeps:
     summarizer: Summarizer
     store: SessionStore
     events: EventBus
-    provider: str
+    provider: Provider
     instructions: InstructionsLoader | None = None
 
     @property

@@ -104,23 +104,9 @@ def render(
     counter = deps.counter
     if message_tokens is None or len(message_tokens) != len(view):
         message_tokens = [counter.count_message(m) for m in view]
-    same_tools = tuple(tools) == measurement.tools
-    failure: Exception | None = None
-    try:
-        rendered = render_prompt(
-            built,
-            deps.provider,
-            counter=counter,
-            tools_tokens=measurement.raw_tools if same_tools else counter.count_tools(tools),
-            message_tokens=message_tokens,
-            min_cacheable_tokens=deps.model.min_cacheable_tokens,
-            previous_tail=previous_tail,
-            session_id=session_id,
-            dynamic_placement="tail",
-        )
-    except Exception as exc:  # never lose the prompt over a cache plan: send it unmarked
-        failure = exc
-        rendered = RenderedPrompt((SystemBlock(built.text),) if built.text else (), tail_text="")
+    rendered, failure = _cache_plan(
+        deps, session_id, built, tools, measurement, message_tokens, previous_tail
+    )
     note = "\n".join(t for t in (rendered.tail_text, *notes) if t)
     messages = list(view)
     extra = 0
@@ -146,3 +132,33 @@ def render(
         note=note,
     )
     return request, failure
+
+
+def _cache_plan(
+    deps: SessionDeps,
+    session_id: str,
+    built: BuiltPrompt,
+    tools: Sequence[ToolSpec],
+    measurement: Measurement,
+    message_tokens: Sequence[int],
+    previous_tail: int | None,
+) -> tuple[RenderedPrompt, Exception | None]:
+    """The system blocks and cache breakpoints for ``deps.provider``; on a failure the prompt
+    unmarked (never lose the prompt over a cache plan) and the error, for the caller to report."""
+    counter = deps.counter
+    same_tools = tuple(tools) == measurement.tools
+    try:
+        rendered = render_prompt(
+            built,
+            deps.provider,
+            counter=counter,
+            tools_tokens=measurement.raw_tools if same_tools else counter.count_tools(tools),
+            message_tokens=message_tokens,
+            min_cacheable_tokens=deps.model.min_cacheable_tokens,
+            previous_tail=previous_tail,
+            session_id=session_id,
+            dynamic_placement="tail",
+        )
+    except Exception as exc:  # a cache plan's bug costs the cache, not the request
+        return RenderedPrompt((SystemBlock(built.text),) if built.text else (), tail_text=""), exc
+    return rendered, None

@@ -20,11 +20,11 @@ request repair alone would leave the open call in the view that compaction works
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal
 
 from contextfold._exceptions import HistoryError
 from contextfold.messages import Message, TextPart, ToolCallPart
 from contextfold.normalize import (
+    HistoryRules,
     RepairChange,
     RepairReport,
     repair,
@@ -63,14 +63,13 @@ def closing_results(view: Sequence[Message]) -> list[Message]:
 
 
 class ViewRepairer:
-    """Repairs one session's view for ``provider`` (``"anthropic"`` rules or ``"openai"``)."""
+    """Repairs one session's view to pass ``rules`` (see
+    :func:`~contextfold.normalize.history_rules_for`)."""
 
-    def __init__(self, provider: str, count_message: Callable[[Message], int]) -> None:
+    def __init__(self, rules: HistoryRules, count_message: Callable[[Message], int]) -> None:
         """``count_message`` gives a message's raw tokens (the session's, which already knows
         the view's)."""
-        self.provider: Literal["anthropic", "openai"] = (
-            "anthropic" if provider == "anthropic" else "openai"
-        )
+        self.rules = rules
         self._count_message = count_message
         self._generation: int | None = None
         self._checked = 0
@@ -97,7 +96,7 @@ class ViewRepairer:
                 self._repaired += added
                 self._repaired_sizes += [self._count_message(m) for m in added]
                 return list(self._repaired), RepairReport(self._changes, count, len(self._repaired))
-        repaired, report = repair(view, provider=self.provider)
+        repaired, report = repair(view, provider=self.rules)
         self._changes = report.changes
         self._repaired, self._repaired_sizes = [], []
         if report and not _closed(repaired):
@@ -119,11 +118,11 @@ class ViewRepairer:
         if not added:
             return True
         ids = [c.call_id for m in added for c in m.tool_calls]
-        # Anthropic rejects a call id used twice in a request; OpenAI does not check.
-        if self.provider == "anthropic" and not self._call_ids.isdisjoint(ids):
+        # Anthropic (and the strict rules) reject a call id used twice; OpenAI does not check.
+        if self.rules != "openai" and not self._call_ids.isdisjoint(ids):
             return False
         try:
-            validate([_OPENING, *added], provider=self.provider)
+            validate([_OPENING, *added], provider=self.rules)
         except HistoryError:
             return False
         self._call_ids.update(ids)

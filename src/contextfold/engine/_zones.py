@@ -17,16 +17,17 @@ in a test. :mod:`._compact` and :mod:`._restart` carry the action out.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeAlias
 
 from contextfold.budget import Zone
 from contextfold.engine._measure import Measurement
 from contextfold.engine._state import TurnState
 from contextfold.engine.policy import ContextPolicy
+from contextfold.events import Trigger
 
 __all__ = ["ZoneAction", "decide"]
 
-ActionKind = Literal["none", "mask", "compact", "wind_down", "restart"]
+ActionKind: TypeAlias = Literal["none", "mask", "compact", "wind_down", "restart"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +35,8 @@ class ZoneAction:
     """What the turn does to the view before it renders the request."""
 
     kind: ActionKind
-    trigger: str = ""
-    """The compaction's trigger (``"threshold"``, ``"block"``), for its events."""
+    trigger: Trigger | None = None
+    """What started the compaction (``"threshold"``, ``"block"``), for its events."""
     target: float = 0.0
     """Share of the effective window the compaction aims at."""
     hard: bool = False

@@ -8,6 +8,7 @@ from typing import Any
 
 from contextfold._exceptions import ConfigError
 from contextfold.compaction import Compactor, ExtractiveSummarizer, Summarizer
+from contextfold.compaction.pipeline import preset_named
 from contextfold.engine._deps import SessionDeps
 from contextfold.engine._tools import with_engine_tools
 from contextfold.engine._window import SessionWindow
@@ -15,7 +16,7 @@ from contextfold.engine.policy import ContextPolicy
 from contextfold.engine.session import Session
 from contextfold.events import EventBus, EventSink, JsonlSink, StoreSink
 from contextfold.instructions import InstructionsLoader
-from contextfold.models import ModelInfo, ModelRegistry, default_registry
+from contextfold.models import ModelInfo, ModelRegistry, Provider, default_registry, provider_named
 from contextfold.store import SessionStore, open_store
 from contextfold.tokens import TokenCounter, counter_for
 from contextfold.tool_spec import ToolSpec
@@ -46,7 +47,7 @@ class ContextEngine:
         policy: ContextPolicy | None = None,
         summarizer: Summarizer | None = None,
         instructions: InstructionsLoader | None = None,
-        provider: str | None = None,
+        provider: Provider | str | None = None,
         registry: ModelRegistry | None = None,
         sinks: Iterable[EventSink] = (),
         events_log: str | Path | None = None,
@@ -68,13 +69,15 @@ class ContextEngine:
             )
         self.counter = counter or counter_for(model)
         self.compactor = (
-            Compactor.preset(compactor, min_progress=self.policy.thresholds.min_progress)
+            Compactor.preset(
+                preset_named(compactor), min_progress=self.policy.thresholds.min_progress
+            )
             if isinstance(compactor, str)
             else compactor
         )
         self.summarizer = summarizer or ExtractiveSummarizer()
         self.instructions = instructions
-        self.provider = provider or model.provider
+        self.provider: Provider = provider_named(provider) if provider else model.provider
         self.events = EventBus(StoreSink(self.store), *sinks)
         if events_log is not None:
             self.events.add(JsonlSink(events_log))

@@ -23,10 +23,10 @@ from contextfold.engine._tools import run_engine_tool
 from contextfold.engine._turn import prepare
 from contextfold.engine.policy import ContextPolicy
 from contextfold.engine.request import PreparedRequest
-from contextfold.events import EventBus, TokenUsage
+from contextfold.events import EventBus, TokenUsage, Trigger
 from contextfold.instructions import InstructionsLoader
 from contextfold.messages import Message, Part, ToolCallPart, ToolResultPart, Usage
-from contextfold.models import ModelInfo
+from contextfold.models import ModelInfo, Provider
 from contextfold.outputs import OutputLimits, prepare_tool_output
 from contextfold.providers._from_sdk import chat_response_from_sdk
 from contextfold.providers.types import ChatResponse
@@ -48,7 +48,7 @@ class SessionOwner(Protocol):
     compactor: Compactor
     summarizer: Summarizer
     instructions: InstructionsLoader | None
-    provider: str
+    provider: Provider
     events: EventBus
 
     @property
@@ -294,7 +294,7 @@ class Session:
 
     # -- manual compaction, overflow recovery, restart ---------------------------------------------
 
-    def compact(self, focus: str | None = None, *, trigger: str = "manual") -> CompactResult:
+    def compact(self, focus: str | None = None, *, trigger: Trigger = "manual") -> CompactResult:
         """Compact now (``/compact``, the ``compact_context`` tool); what it did, in
         ``result.describe()`` (``result.changed`` is false when nothing could be removed).
 
