@@ -156,3 +156,22 @@ def test_no_result_is_synthesized_when_repair_is_off(make_engine: EngineFactory)
     driver.session.add_assistant(Message.assistant("Building.", [LOST]))
     driver.session.add_user("Go on.")
     assert not _closing(list(driver.prepare().messages))
+
+
+@pytest.mark.parametrize(
+    ("provider", "opens_with"),
+    [("openai", "assistant"), ("ollama", "user"), ("vllm", "user"), ("llamacpp", "user")],
+)
+def test_the_view_is_repaired_to_the_providers_history_rules(
+    make_engine: EngineFactory, provider: str, opens_with: str
+) -> None:
+    # A view that opens with the model's message (a carried-over greeting, say): OpenAI's API
+    # takes it; a local server's chat template wants a user turn first.
+    engine, _ = make_engine(provider=provider)
+    session = engine.new_session()
+    session.add_message(Message.assistant("Hello, what shall we work on?"))
+
+    request = session.prepare(system="You are terse.")
+
+    assert request.messages[0].role == opens_with
+    assert bool(request.repairs) == (opens_with == "user")
