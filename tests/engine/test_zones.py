@@ -68,7 +68,7 @@ def test_mask_zone_masks_old_outputs_in_one_batch(make_engine: EngineFactory) ->
 
 def test_mask_batches_are_never_small_cache_breakers(make_engine: EngineFactory) -> None:
     """Every edit breaks the provider's prompt cache: the engine masks a large batch now and
-    then, never one output per turn (DESIGN §3)."""
+    then, never one output per turn (each break makes the provider read the prefix anew)."""
     engine, _ = make_engine()
     driver = start(engine)
     driver.until_zone(Zone.COMPACT)
