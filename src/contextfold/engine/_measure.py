@@ -1,7 +1,7 @@
 """How big the next request is, by component, and which zone that puts it in.
 
 Token figures come in two units. The *estimate* is calibrated on the provider's own reports
-(:class:`~contextfold.tokens.ContextSizeEstimator`) and decides the zone. Compaction counts
+(:class:`~contextfold.estimator.ContextSizeEstimator`) and decides the zone. Compaction counts
 *raw* counter tokens (cached per message), so the targets it gets are converted: a target share
 of the window becomes ``share × window / calibration − the raw fixed part`` (system + tools).
 """
