@@ -15,13 +15,8 @@ from contextfold.compaction import CompactResult
 from contextfold.engine._compact import compact_now
 from contextfold.engine._core import SessionCore
 from contextfold.messages import ToolCallPart, ToolResultPart
-from contextfold.tools import (
-    COMPACT_CONTEXT_TOOL,
-    READ_RESULT_TOOL,
-    TOOL_SEARCH_TOOL,
-    ToolSpec,
-    engine_tools,
-)
+from contextfold.tool_spec import ToolSpec
+from contextfold.tools import COMPACT_CONTEXT_TOOL, READ_RESULT_TOOL, TOOL_SEARCH_TOOL, engine_tools
 
 __all__ = ["run_engine_tool", "with_engine_tools"]
 

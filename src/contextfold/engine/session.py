@@ -32,14 +32,19 @@ from contextfold.providers._from_sdk import chat_response_from_sdk
 from contextfold.providers.types import ChatResponse
 from contextfold.store import SessionInfo, SessionStore
 from contextfold.token_counter import TokenCounter
-from contextfold.tools import READ_RESULT_TOOL, ToolSpec
+from contextfold.tool_spec import ToolSpec
+from contextfold.tools import READ_RESULT_TOOL
 
 __all__ = ["Session", "SessionOwner", "SystemPrompt"]
 
 
 class SessionOwner(Protocol):
     """What :attr:`Session.engine` offers: the :class:`~contextfold.engine.ContextEngine` that
-    made the session (its model, store, policy and events, and more sessions)."""
+    made the session (its model, store, policy and events, and more sessions).
+
+    A protocol rather than the class: the engine module imports this one, and a session must not
+    depend on the engine that builds it (a session built from its dependencies has none).
+    """
 
     model: ModelInfo
     store: SessionStore
