@@ -203,3 +203,15 @@ def test_a_resumed_session_keeps_the_tools_the_model_used_most_recently(
     request = resumed.prepare(system=driver.system, tools=tools)
     assert target in {t.name for t in request.tools}
     assert target not in request.deferred_tools
+
+
+def test_prepare_offers_the_one_list_of_engine_tools(make_engine: EngineFactory) -> None:
+    from contextfold.tools import engine_tools
+
+    engine, _ = make_engine(window=32_000, max_output=4_000)
+    few = start(engine, tools=(ToolSpec("bash", "Run a command."),)).prepare()
+    many = start(engine, tools=tuple(mcp_tools())).prepare()
+
+    assert list(few.tools) == [ToolSpec("bash", "Run a command."), *engine_tools(deferred=False)]
+    assert many.deferred_tools  # held back: tool_search joins the engine's own, last
+    assert [t for t in many.tools if t.source == "engine"] == engine_tools(deferred=True)
