@@ -8,7 +8,7 @@ estimated by each method, and compared with the turn's real ``usage.prompt_token
   scale (what contextfold falls back to without a tokenizer);
 - tiktoken: ``counter_for("deepseek-chat")``, o200k_base scaled for DeepSeek;
 - tiktoken raw: exact o200k_base with OpenAI's framing, no family scale;
-- anchored: :class:`~contextfold.tokens.ContextSizeEstimator` as the engine uses it: the previous
+- anchored: :class:`~contextfold.estimator.ContextSizeEstimator` as the engine uses it: the previous
   turn's reported prompt + completion, plus the calibrated estimate of what was added since
   (the first turn of each trajectory has no report yet and is a full estimate);
 - langchain: ``langchain_core.messages.utils.count_tokens_approximately`` (chars/4 and 3 tokens

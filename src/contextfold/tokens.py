@@ -25,7 +25,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from contextfold._chat_template import ChatTemplate
 from contextfold._chat_template import message_key as _message_key
@@ -50,11 +50,6 @@ from contextfold.messages import (
 )
 from contextfold.token_counter import TokenCounter
 from contextfold.tool_spec import ToolSpec
-
-if TYPE_CHECKING:  # the engine's old import path, typed (see __getattr__ at the end)
-    from contextfold.estimator import Calibration as Calibration
-    from contextfold.estimator import ContextEstimate as ContextEstimate
-    from contextfold.estimator import ContextSizeEstimator as ContextSizeEstimator
 
 __all__ = [
     "DEFAULT_CACHE_SIZE",
@@ -344,16 +339,3 @@ def _counter_for_tokenizer(tokenizer: str) -> TokenCounter:
         counter = _shared_counters.setdefault(tokenizer, counter)
     return counter
 
-
-_MOVED_TO_ESTIMATOR = frozenset({"Calibration", "ContextEstimate", "ContextSizeEstimator"})
-
-
-def __getattr__(name: str) -> Any:
-    # The usage estimator moved to contextfold.estimator, so that this module (the counters) no
-    # longer imports it. The engine still imports it from here: this goes once the engine
-    # imports contextfold.estimator instead.
-    if name in _MOVED_TO_ESTIMATOR:
-        from contextfold import estimator
-
-        return getattr(estimator, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
