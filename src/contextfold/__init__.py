@@ -3,13 +3,24 @@
 The model always gets a request that fits, is valid and cache-friendly, and nothing taken out of
 the window is lost: it stays retrievable from the session store. Start with
 :class:`~contextfold.engine.ContextEngine`; the README shows the per-turn loop.
+
+The top level holds what an agent built on the library needs: the engine, its session, policy
+and request; messages; the errors; the stores; the chat models; the model registry; the
+compactor and its summarizers. The rest is public in its subpackage: the strategies and the
+compaction context in :mod:`contextfold.compaction`, the edits in :mod:`contextfold.edits`,
+transcript formats in :mod:`contextfold.formats`, tool-output handling and blob stores in
+:mod:`contextfold.outputs`, the prompt builder in :mod:`contextfold.prompt`, events and sinks in
+:mod:`contextfold.events`, budgets and zones in :mod:`contextfold.budget`, counters in
+:mod:`contextfold.tokens` and :mod:`contextfold.estimator`, tool deferral in
+:mod:`contextfold.tools`, settings in :mod:`contextfold.config`, repair reports in
+:mod:`contextfold.normalize`, and the replay model and system blocks in
+:mod:`contextfold.providers`.
 """
 
 from __future__ import annotations
 
 from contextfold._exceptions import (
     AuthenticationError,
-    CompactionError,
     ConcurrentWriteError,
     ConfigError,
     ContextfoldError,
@@ -37,42 +48,17 @@ from contextfold._version import (
     __version__,
 )
 from contextfold.budget import (
-    BudgetMarks,
-    ContextBudget,
     Thresholds,
-    Zone,
 )
 from contextfold.compaction import (
-    BackgroundCompactor,
-    ClearToolResults,
-    CompactionContext,
     Compactor,
     CompactResult,
-    DropOldest,
     ExtractiveSummarizer,
     LLMSummarizer,
-    MaskObservations,
-    RecentWindow,
     RestartPolicy,
     Strategy,
     StructuredSummary,
-    Summarize,
     Summarizer,
-    ToolResultDigest,
-    TruncateToolResults,
-)
-from contextfold.config import (
-    Settings,
-    load_settings,
-)
-from contextfold.edits import (
-    ArchiveEdit,
-    ContextEdit,
-    DropEdit,
-    MaskEdit,
-    ReplacedResult,
-    SummarizeEdit,
-    apply_edits,
 )
 from contextfold.engine import (
     ContextEngine,
@@ -80,24 +66,11 @@ from contextfold.engine import (
     PreparedRequest,
     Session,
 )
-from contextfold.estimator import ContextSizeEstimator
 from contextfold.events import (
     Event,
-    EventBus,
-    JsonlSink,
-    MemorySink,
-)
-from contextfold.formats import (
-    RecordedCompaction,
-    Transcript,
-    detect_format,
-    iter_transcripts,
-    load_transcript,
-    load_transcripts,
 )
 from contextfold.instructions import (
     InstructionsLoader,
-    LoadedInstructions,
 )
 from contextfold.messages import (
     ImagePart,
@@ -118,31 +91,18 @@ from contextfold.models import (
     model_for_window,
 )
 from contextfold.normalize import (
-    RepairReport,
     repair,
     validate,
 )
 from contextfold.outputs import (
-    BlobStore,
-    FileBlobStore,
-    InMemoryBlobStore,
     OutputLimits,
-    OutputPolicy,
-    placeholder_for,
-    prepare_tool_output,
-    truncate_head_tail,
-)
-from contextfold.prompt import (
-    PromptBuilder,
-    PromptSection,
 )
 from contextfold.providers import (
+    BaseChatModel,
     ChatModel,
     ChatRequest,
     ChatResponse,
-    ReplayModel,
     ScriptedModel,
-    SystemBlock,
     model_from_name,
 )
 from contextfold.store import (
@@ -150,60 +110,38 @@ from contextfold.store import (
     SessionStore,
     open_store,
 )
-from contextfold.token_counter import TokenCounter
+from contextfold.token_counter import (
+    TokenCounter,
+)
 from contextfold.tokens import (
-    HeuristicCounter,
-    TiktokenCounter,
     counter_for,
 )
-from contextfold.tool_spec import ToolSpec
-from contextfold.tools import (
-    ToolDeferral,
-    ToolSelection,
+from contextfold.tool_spec import (
+    ToolSpec,
 )
 
 __all__ = [
     "AnthropicChat",
-    "ArchiveEdit",
     "AuthenticationError",
-    "BackgroundCompactor",
-    "BlobStore",
-    "BudgetMarks",
+    "BaseChatModel",
     "ChatModel",
     "ChatRequest",
     "ChatResponse",
-    "ClearToolResults",
     "CompactResult",
-    "CompactionContext",
-    "CompactionError",
     "Compactor",
     "ConcurrentWriteError",
     "ConfigError",
-    "ContextBudget",
-    "ContextEdit",
     "ContextEngine",
     "ContextOverflowError",
     "ContextPolicy",
-    "ContextSizeEstimator",
     "ContextfoldError",
-    "DropEdit",
-    "DropOldest",
     "Event",
-    "EventBus",
     "ExtractiveSummarizer",
-    "FileBlobStore",
     "FormatError",
-    "HeuristicCounter",
     "HistoryError",
     "ImagePart",
-    "InMemoryBlobStore",
     "InstructionsLoader",
-    "JsonlSink",
     "LLMSummarizer",
-    "LoadedInstructions",
-    "MaskEdit",
-    "MaskObservations",
-    "MemorySink",
     "Message",
     "MessageNotFoundError",
     "Meta",
@@ -212,20 +150,12 @@ __all__ = [
     "ModelRegistry",
     "OpenAIChat",
     "OutputLimits",
-    "OutputPolicy",
     "Part",
     "PreparedRequest",
-    "PromptBuilder",
-    "PromptSection",
     "ProviderError",
     "ProviderUnavailableError",
     "RateLimitError",
-    "RecentWindow",
-    "RecordedCompaction",
     "RefNotFoundError",
-    "RepairReport",
-    "ReplacedResult",
-    "ReplayModel",
     "RestartPolicy",
     "SchemaVersionError",
     "ScriptedModel",
@@ -234,50 +164,30 @@ __all__ = [
     "SessionNotFoundError",
     "SessionStore",
     "SessionUsage",
-    "Settings",
     "StoreCorruptError",
     "StoreError",
     "Strategy",
     "StructuredSummary",
-    "Summarize",
-    "SummarizeEdit",
     "Summarizer",
     "SummaryPart",
-    "SystemBlock",
     "TextPart",
     "ThinkingPart",
     "Thresholds",
-    "TiktokenCounter",
     "TokenCounter",
     "ToolCallPart",
-    "ToolDeferral",
-    "ToolResultDigest",
     "ToolResultPart",
-    "ToolSelection",
     "ToolSpec",
-    "Transcript",
-    "TruncateToolResults",
     "UnknownFormatError",
     "UnknownModelError",
     "Usage",
     "UsageError",
-    "Zone",
     "__version__",
-    "apply_edits",
     "counter_for",
     "default_registry",
-    "detect_format",
-    "iter_transcripts",
-    "load_settings",
-    "load_transcript",
-    "load_transcripts",
     "model_for_window",
     "model_from_name",
     "open_store",
-    "placeholder_for",
-    "prepare_tool_output",
     "repair",
-    "truncate_head_tail",
     "validate",
 ]
 

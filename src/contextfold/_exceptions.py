@@ -10,7 +10,6 @@ ContextfoldError
 │   └── UnknownFormatError      the content matches no supported format; lists them
 ├── HistoryError                a message list breaks a provider rule; names index and call id
 ├── RefNotFoundError            ``read_result`` got a ref this session does not hold
-├── CompactionError             compaction could not free enough (minimum progress not met)
 ├── StoreError                  the session store failed
 │   ├── SessionNotFoundError    no session with that id
 │   ├── MessageNotFoundError    the session holds no message with that id
@@ -31,7 +30,6 @@ from collections.abc import Sequence
 
 __all__ = [
     "AuthenticationError",
-    "CompactionError",
     "ConcurrentWriteError",
     "ConfigError",
     "ContextOverflowError",
@@ -150,15 +148,6 @@ class RefNotFoundError(ContextfoldError, LookupError):
             f"no stored output with ref {ref!r} in this session; refs look like 'ref_0123abcd4567' "
             "and appear in the notes that replaced an output"
         )
-
-
-class CompactionError(ContextfoldError):
-    """A compaction could not bring the context down enough."""
-
-    def __init__(self, message: str, *, before_tokens: int = 0, after_tokens: int = 0) -> None:
-        self.before_tokens = before_tokens
-        self.after_tokens = after_tokens
-        super().__init__(message)
 
 
 # -- store -----------------------------------------------------------------------------------------

@@ -20,11 +20,9 @@ from contextfold import (
     ContextPolicy,
     InstructionsLoader,
     LLMSummarizer,
-    PromptBuilder,
     ProviderUnavailableError,
     ScriptedModel,
     SummaryPart,
-    ToolDeferral,
     model_for_window,
     validate,
 )
@@ -35,8 +33,10 @@ from contextfold.events import (
     MemorySink,
     SummarizerFellBack,
 )
+from contextfold.prompt import PromptBuilder
 from contextfold.providers import ChatRequest
 from contextfold.store import SessionStore, open_store
+from contextfold.tools import ToolDeferral
 from tests.engine.helpers import SYSTEM, TASK, EngineFactory, listing, start
 from tests.engine.test_tools import mcp_tools
 

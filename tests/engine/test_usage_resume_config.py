@@ -14,17 +14,17 @@ from contextfold import (
     ConfigError,
     ContextEngine,
     ContextPolicy,
-    ContextSizeEstimator,
-    HeuristicCounter,
     Message,
-    RecentWindow,
     UnknownModelError,
     Usage,
-    load_settings,
     model_for_window,
 )
 from contextfold.budget import Thresholds, Zone
+from contextfold.compaction import RecentWindow
+from contextfold.config import load_settings
+from contextfold.estimator import ContextSizeEstimator
 from contextfold.events import TokenUsage
+from contextfold.tokens import HeuristicCounter
 from tests.engine.helpers import SYSTEM, EngineFactory, start
 
 SONNET = "anthropic/claude-sonnet-4-5"

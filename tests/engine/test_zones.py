@@ -7,16 +7,10 @@ from typing import Any
 
 import pytest
 
-from contextfold import (
-    ConfigError,
-    ContextPolicy,
-    MaskEdit,
-    Message,
-    ToolCallPart,
-    validate,
-)
+from contextfold import ConfigError, ContextPolicy, Message, ToolCallPart, validate
 from contextfold.budget import Thresholds, Zone
 from contextfold.compaction.strategies import DEFAULT_MASK_BATCH_SHARE
+from contextfold.edits import MaskEdit
 from contextfold.events import (
     CompactionFinished,
     CompactionStarted,
