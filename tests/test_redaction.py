@@ -136,12 +136,6 @@ def test_keys_are_redacted_too() -> None:
     assert token not in json.dumps(redact_json({token: 1}))
 
 
-def test_the_store_module_still_offers_the_redactor() -> None:
-    from contextfold.store import _redact
-
-    assert _redact.redact_text is redact_text and _redact.redact_json is redact_json
-
-
 _PIECES = [s.text for s in SAMPLES[:: PER_FORMAT * 3]] + ordinary_texts(seed=7)[:10]
 
 

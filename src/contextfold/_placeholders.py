@@ -25,7 +25,7 @@ from typing import Any, Literal, TypeAlias
 from contextfold._error_lines import error_lines
 from contextfold._graphemes import floor_boundary
 from contextfold.messages import ToolCallPart, ToolResultPart
-from contextfold.store._redact import redact_text
+from contextfold.redaction import redact_text
 
 __all__ = [
     "PLACEHOLDER_MAX_CHARS",

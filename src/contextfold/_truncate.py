@@ -31,7 +31,7 @@ from typing import Protocol
 
 from contextfold._exceptions import ConfigError
 from contextfold._graphemes import ceil_boundary, floor_boundary
-from contextfold.store._redact import redact_text
+from contextfold.redaction import redact_text
 
 __all__ = [
     "DEFAULT_HEAD_RATIO",

@@ -60,7 +60,7 @@ from contextfold._truncate import (
 )
 from contextfold.events import ComponentDegraded, Event, OutputOffloaded, OutputTruncated
 from contextfold.messages import ToolResultPart
-from contextfold.store._redact import redact_text
+from contextfold.redaction import redact_text
 
 __all__ = [
     "DEFAULT_HEAD_RATIO",

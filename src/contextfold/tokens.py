@@ -338,4 +338,3 @@ def _counter_for_tokenizer(tokenizer: str) -> TokenCounter:
             counter = HeuristicCounter()
         counter = _shared_counters.setdefault(tokenizer, counter)
     return counter
-
