@@ -121,8 +121,9 @@ def test_show_digests_the_engine_state_instead_of_dumping_it(
     populated_store: PopulatedStore,
 ) -> None:
     with open_store(populated_store.path) as store:
-        metadata = {"cwd": "/home/dev/textkit", "restart_number": 1, "engine": ENGINE_STATE}
+        metadata = {"cwd": "/home/dev/textkit", "restart_number": 1}
         store.update_session(populated_store.session_id, metadata=metadata)
+        store.save_engine_state(populated_store.session_id, ENGINE_STATE)
     result = invoke(populated_store, "show", populated_store.session_id)
     assert result.exit_code == 0, result.output
     out = result.stdout
@@ -135,7 +136,7 @@ def test_show_digests_the_engine_state_instead_of_dumping_it(
     assert "metadata  restart_number=1" in out
 
     data = json.loads(invoke(populated_store, "show", populated_store.session_id, "--json").stdout)
-    assert data["session"]["metadata"]["engine"] == ENGINE_STATE  # machines keep the raw state
+    assert data["engine_state"] == ENGINE_STATE  # machines keep the raw state
     assert data["usage"]["calls"] == 13 and data["learned_window"] == 7_600
     assert data["messages"] == {
         "total": 13,
@@ -157,7 +158,7 @@ def test_show_reads_the_state_the_engine_saved_in_its_table(
     assert "metadata  restart_number=1" in result.stdout
 
     data = json.loads(invoke(populated_store, "show", populated_store.session_id, "--json").stdout)
-    assert data["session"]["metadata"]["engine"] == ENGINE_STATE
+    assert data["engine_state"] == ENGINE_STATE
     assert data["usage"]["calls"] == 13 and data["learned_window"] == 7_600
 
     inspected = runner.invoke(

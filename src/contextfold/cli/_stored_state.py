@@ -2,38 +2,25 @@
 and the window learned from a provider.
 
 The engine saves its state in the store (``save_engine_state``) so a resumed session goes on where
-it stopped; ``sessions show`` and ``inspect`` read it without resuming, as the session's metadata
-under ``"engine"`` (:func:`with_engine_state`), where schema version 1 kept it. The figures are
-read back through the classes that wrote them (:class:`~contextfold._usage.UsageTracker`,
-:func:`~contextfold.engine._window.stored_learned_window`), so this module never re-parses their
-format.
+it stopped; ``sessions show`` and ``inspect`` read it without resuming (``load_engine_state``).
+The figures are read back through the classes that wrote them
+(:class:`~contextfold._usage.UsageTracker`,
+:func:`~contextfold.engine._window.stored_learned_window`), so this module never re-parses
+their format.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from contextfold._usage import UsageTracker
 from contextfold.cli._render import plural
 from contextfold.engine._window import stored_learned_window
 from contextfold.models import ModelInfo
-from contextfold.store import SessionInfo, SessionStore
 
-__all__ = ["ENGINE_KEY", "StoredUsage", "learned_window_line", "with_engine_state"]
-
-ENGINE_KEY = "engine"
-"""The metadata key the CLI shows the engine's state under."""
-
-
-def with_engine_state(store: SessionStore, info: SessionInfo) -> SessionInfo:
-    """``info`` with the engine's saved state in its metadata under :data:`ENGINE_KEY` (where
-    the digests below and ``--json`` read it); ``info`` as it is when the store holds none."""
-    state = store.load_engine_state(info.id)
-    if state is None:
-        return info
-    return replace(info, metadata={**info.metadata, ENGINE_KEY: state})
+__all__ = ["StoredUsage", "learned_window_line"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +40,9 @@ class StoredUsage:
     restarts: int
 
     @classmethod
-    def from_metadata(cls, metadata: Mapping[str, Any]) -> StoredUsage | None:
-        """The usage in ``metadata``'s engine state; ``None`` when the engine saved none."""
-        state = metadata.get(ENGINE_KEY)
-        if not isinstance(state, Mapping):
+    def from_state(cls, state: Mapping[str, Any] | None) -> StoredUsage | None:
+        """The usage in a saved engine state; ``None`` when the engine saved none."""
+        if state is None:
             return None
         usage = state.get("usage")
         tracker = UsageTracker(ModelInfo("stored", 1))  # the model only prices new calls
@@ -99,9 +85,10 @@ class StoredUsage:
         return asdict(self)
 
 
-def learned_window_line(metadata: Mapping[str, Any]) -> str | None:
-    """The window a provider's refusal taught the session, in words; ``None`` when none."""
-    learned = stored_learned_window(metadata)
+def learned_window_line(state: Mapping[str, Any] | None) -> str | None:
+    """The window a provider's refusal taught the session (its saved engine ``state`` holds it),
+    in words; ``None`` when none."""
+    learned = stored_learned_window(state)
     if learned is None:
         return None
     return (

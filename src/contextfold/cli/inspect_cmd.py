@@ -29,7 +29,7 @@ from contextfold.cli._store import (
     open_existing_store,
     store_location,
 )
-from contextfold.cli._stored_state import learned_window_line, with_engine_state
+from contextfold.cli._stored_state import learned_window_line
 from contextfold.compaction.pipeline import replaced_by
 from contextfold.edits import ContextEdit, MaskEdit, edit_action
 from contextfold.engine._window import stored_learned_window
@@ -83,15 +83,16 @@ def inspect(
     if not location.exists:
         raise missing_session(session_id, location)
     with open_existing_store(location) as opened:
-        info = with_engine_state(opened, opened.get_session(session_id))
+        info = opened.get_session(session_id)
+        state = opened.load_engine_state(session_id)
         timeline = build_timeline(opened, session_id)
     summary = _summarize(timeline)
     if as_json:
         _render.print_json(
-            {"session": _session_json(info), "timeline": timeline, "summary": summary}
+            {"session": _session_json(info, state), "timeline": timeline, "summary": summary}
         )
         return
-    _print(info, timeline, summary)
+    _print(info, state, timeline, summary)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -278,14 +279,14 @@ def _summarize(timeline: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _session_json(info: SessionInfo) -> dict[str, Any]:
+def _session_json(info: SessionInfo, state: Mapping[str, Any] | None) -> dict[str, Any]:
     return {
         "id": info.id,
         "title": info.title,
         "model": info.model,
         "parent_id": info.parent_id,
         "messages": info.message_count,
-        "learned_window": stored_learned_window(info.metadata),
+        "learned_window": stored_learned_window(state),
     }
 
 
@@ -294,12 +295,17 @@ def _session_json(info: SessionInfo) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------
 
 
-def _print(info: SessionInfo, timeline: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+def _print(
+    info: SessionInfo,
+    state: Mapping[str, Any] | None,
+    timeline: list[dict[str, Any]],
+    summary: dict[str, Any],
+) -> None:
     out = _render.console()
     title = f" — {info.title}" if info.title else ""
     out.print(f"[bold]{_render.escape(info.id + title)}[/bold]")
     out.print(f"  {info.model or 'model not recorded'} · {info.message_count:,} messages")
-    window = learned_window_line(info.metadata)
+    window = learned_window_line(state)
     if window is not None:
         out.print(f"  window: {window}")
     if not timeline:

@@ -26,12 +26,7 @@ from contextfold.cli._store import (
     open_existing_store,
     store_location,
 )
-from contextfold.cli._stored_state import (
-    ENGINE_KEY,
-    StoredUsage,
-    learned_window_line,
-    with_engine_state,
-)
+from contextfold.cli._stored_state import StoredUsage, learned_window_line
 from contextfold.edits import ContextEdit, MaskEdit, SummarizeEdit
 from contextfold.engine._window import stored_learned_window
 from contextfold.messages import Message, SummaryPart
@@ -98,8 +93,8 @@ def list_sessions(
 def show(session_id: SessionArgument, store: StoreOption = None, as_json: JsonFlag = False) -> None:
     """Show one session: its details, usage, what it holds, its snapshot and its last messages.
 
-    --json gives the same as JSON, with the session's metadata as stored (the engine's saved
-    state included).
+    --json gives the same as JSON, with the session's metadata and the engine's saved state
+    (engine_state) as stored.
 
     Example:
 
@@ -107,7 +102,8 @@ def show(session_id: SessionArgument, store: StoreOption = None, as_json: JsonFl
     """
     location = _existing(store, session_id)
     with open_existing_store(location) as opened:
-        info = with_engine_state(opened, opened.get_session(session_id))
+        info = opened.get_session(session_id)
+        state = opened.load_engine_state(session_id)
         roles: Counter[str] = Counter()
         last: deque[tuple[int, Message]] = deque(maxlen=LAST_MESSAGES)
         for seq, message in opened.iter_messages(session_id):
@@ -118,6 +114,7 @@ def show(session_id: SessionArgument, store: StoreOption = None, as_json: JsonFl
         snapshot = opened.load_snapshot(session_id)
     shown = _Shown(
         info,
+        state,
         roles,
         Counter(_edit_kind(r.edit) for r in edits),
         events,
@@ -136,6 +133,8 @@ class _Shown:
     """What ``sessions show`` read from the store, and its two forms."""
 
     info: SessionInfo
+    engine_state: dict[str, Any] | None
+    """What the engine saved for the session (``None``: nothing yet)."""
     roles: Counter[str]
     edits: Counter[str]
     events: Counter[str]
@@ -145,7 +144,7 @@ class _Shown:
 
     def print(self, out: Console) -> None:
         info = self.info
-        usage = StoredUsage.from_metadata(info.metadata)
+        usage = StoredUsage.from_state(self.engine_state)
         out.print(f"[bold]Session {_render.escape(info.id)}[/bold]")
         details = [
             ("title", info.title or "—"),
@@ -158,7 +157,7 @@ class _Shown:
             details.append(("folder", info.metadata[_CWD_KEY]))
         if usage is not None:
             details += [("usage", usage.usage_line()), ("turns", usage.turns_line())]
-        window = learned_window_line(info.metadata)
+        window = learned_window_line(self.engine_state)
         if window is not None:
             details.append(("window", window))
         other = _other_metadata(info.metadata)
@@ -191,12 +190,13 @@ class _Shown:
                 out.print(f"  {seq:>5} {message.role:<9} " + _render.escape(describe(message)))
 
     def to_json(self) -> dict[str, Any]:
-        usage = StoredUsage.from_metadata(self.info.metadata)
+        usage = StoredUsage.from_state(self.engine_state)
         snapshot = self.snapshot
         return {
             "session": _session_json(self.info),
+            "engine_state": self.engine_state,
             "usage": usage.to_json() if usage is not None else None,
-            "learned_window": stored_learned_window(self.info.metadata),
+            "learned_window": stored_learned_window(self.engine_state),
             "messages": {"total": self.info.message_count, "by_role": dict(self.roles)},
             "edits": {"total": sum(self.edits.values()), "by_kind": dict(self.edits)},
             "events": {"total": sum(self.events.values()), "by_type": dict(self.events)},
@@ -318,11 +318,11 @@ def _session_json(info: SessionInfo) -> dict[str, object]:
 
 
 def _other_metadata(metadata: Mapping[str, Any]) -> str:
-    """The metadata a caller set, as ``key=value`` pairs (the engine's state and the working
-    folder have lines of their own)."""
+    """The metadata a caller set, as ``key=value`` pairs (the working folder has a line of its
+    own)."""
     pairs = []
     for key, value in metadata.items():
-        if key == ENGINE_KEY or (key == _CWD_KEY and isinstance(value, str)):
+        if key == _CWD_KEY and isinstance(value, str):
             continue
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         pairs.append(f"{key}={_render.shorten(text, _PREVIEW_CHARS)}")

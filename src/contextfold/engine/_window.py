@@ -121,11 +121,10 @@ class SessionWindow:
         self.learned = int(learned) if isinstance(learned, int) and learned > 0 else None
 
 
-def stored_learned_window(metadata: Mapping[str, Any]) -> int | None:
-    """The limit a stored session learned from a provider, read from its metadata (where the
-    engine keeps its state), for tools that read the store without resuming."""
-    state = metadata.get("engine")
-    if not isinstance(state, Mapping):
+def stored_learned_window(state: Mapping[str, Any] | None) -> int | None:
+    """The limit a stored session learned from a provider, read from the engine state the store
+    keeps for it (``load_engine_state``), for tools that read the store without resuming."""
+    if state is None:
         return None
     window = SessionWindow(ModelInfo("stored", 1))
     window.restore(state)
