@@ -38,11 +38,11 @@ from benchmarks._results import (
     target,
     write_section,
 )
+from contextfold.estimator import ContextSizeEstimator
 from contextfold.formats import load_transcript, to_openai
 from contextfold.messages import Message
 from contextfold.tokens import (
     TOKENIZER_SCALES,
-    ContextSizeEstimator,
     HeuristicCounter,
     TiktokenCounter,
     TokenCounter,
