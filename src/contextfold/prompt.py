@@ -48,6 +48,7 @@ from typing import Literal, Protocol, TypeAlias
 
 from contextfold._exceptions import UsageError
 from contextfold.models import Provider
+from contextfold.providers.anthropic_wire import MAX_CACHE_BREAKPOINTS
 from contextfold.providers.types import SystemBlock
 
 __all__ = [
@@ -69,12 +70,6 @@ __all__ = [
 
 SECTION_SEPARATOR = "\n\n"
 """What joins two sections in the full text (and in the plain fallback)."""
-
-MAX_CACHE_BREAKPOINTS = 4
-"""The most ``cache_control`` markers Anthropic accepts in one request (tools, system, messages).
-
-The same limit as ``contextfold.providers.anthropic.MAX_CACHE_BREAKPOINTS``, restated because that
-module needs the ``anthropic`` SDK and planning must not."""
 
 PROMPT_CACHE_KEY_PREFIX = "contextfold-"
 """Start of every OpenAI ``prompt_cache_key`` made here, so the keys are recognisable."""
