@@ -54,46 +54,75 @@ class ContextEngine:
     ) -> None:
         if isinstance(model, str):
             model = (registry or default_registry()).get(model)
-        self.model = model
-        self._owns_store = store is None or isinstance(store, str | Path)
-        self.store: SessionStore = (
-            open_store(store) if store is None or isinstance(store, str | Path) else store
-        )
-        self.policy = policy or ContextPolicy()
-        reserve = self.policy.reserved_output
+        policy = policy or ContextPolicy()
+        reserve = policy.reserved_output
         if reserve is not None and reserve >= model.context_window:
             raise ConfigError(
                 "max_output_tokens",
                 f"the reply reserve ({reserve:,}) must be smaller than the context window of "
                 f"{model.key} ({model.context_window:,})",
             )
-        self.counter = counter or counter_for(model)
-        self.compactor = (
-            Compactor.preset(
-                preset_named(compactor), min_progress=self.policy.thresholds.min_progress
+        # A store given as an object is the caller's to close; one opened here is ours.
+        self._owns_store = store is None or isinstance(store, str | Path)
+        opened = open_store(store) if store is None or isinstance(store, str | Path) else store
+        events = EventBus(StoreSink(opened), *sinks)
+        if events_log is not None:
+            events.add(JsonlSink(events_log))
+        self.deps = SessionDeps(
+            model=model,
+            policy=policy,
+            counter=counter or counter_for(model),
+            compactor=Compactor.preset(
+                preset_named(compactor), min_progress=policy.thresholds.min_progress
             )
             if isinstance(compactor, str)
-            else compactor
+            else compactor,
+            summarizer=summarizer or ExtractiveSummarizer(),
+            store=opened,
+            events=events,
+            provider=provider_named(provider) if provider else model.provider,
+            instructions=instructions,
         )
-        self.summarizer = summarizer or ExtractiveSummarizer()
-        self.instructions = instructions
-        self.provider: Provider = provider_named(provider) if provider else model.provider
-        self.events = EventBus(StoreSink(self.store), *sinks)
-        if events_log is not None:
-            self.events.add(JsonlSink(events_log))
+        """What every session of this engine works with, bundled once (the properties below
+        read it, so there is one copy of each)."""
         self._sessions: list[Session] = []
-        self.deps = SessionDeps(
-            model=self.model,
-            policy=self.policy,
-            counter=self.counter,
-            compactor=self.compactor,
-            summarizer=self.summarizer,
-            store=self.store,
-            events=self.events,
-            provider=self.provider,
-            instructions=self.instructions,
-        )
-        """What every session of this engine works with, bundled once."""
+
+    @property
+    def model(self) -> ModelInfo:
+        return self.deps.model
+
+    @property
+    def store(self) -> SessionStore:
+        return self.deps.store
+
+    @property
+    def policy(self) -> ContextPolicy:
+        return self.deps.policy
+
+    @property
+    def counter(self) -> TokenCounter:
+        return self.deps.counter
+
+    @property
+    def compactor(self) -> Compactor:
+        return self.deps.compactor
+
+    @property
+    def summarizer(self) -> Summarizer:
+        return self.deps.summarizer
+
+    @property
+    def instructions(self) -> InstructionsLoader | None:
+        return self.deps.instructions
+
+    @property
+    def provider(self) -> Provider:
+        """Who requests are rendered for (cache style, history rules)."""
+        return self.deps.provider
+
+    @property
+    def events(self) -> EventBus:
+        return self.deps.events
 
     @property
     def reserved_output(self) -> int:

@@ -46,15 +46,24 @@ class SessionOwner(Protocol):
     depend on the engine that builds it (a session built from its dependencies has none).
     """
 
-    model: ModelInfo
-    store: SessionStore
-    policy: ContextPolicy
-    counter: TokenCounter
-    compactor: Compactor
-    summarizer: Summarizer
-    instructions: InstructionsLoader | None
-    provider: Provider
-    events: EventBus
+    @property
+    def model(self) -> ModelInfo: ...
+    @property
+    def store(self) -> SessionStore: ...
+    @property
+    def policy(self) -> ContextPolicy: ...
+    @property
+    def counter(self) -> TokenCounter: ...
+    @property
+    def compactor(self) -> Compactor: ...
+    @property
+    def summarizer(self) -> Summarizer: ...
+    @property
+    def instructions(self) -> InstructionsLoader | None: ...
+    @property
+    def provider(self) -> Provider: ...
+    @property
+    def events(self) -> EventBus: ...
 
     @property
     def effective_window(self) -> int: ...
