@@ -30,7 +30,7 @@ from contextfold.prompt import (
     prompt_cache_key,
     render_prompt,
 )
-from contextfold.providers.base import SystemBlock
+from contextfold.providers.types import SystemBlock
 
 
 class WordCounter:
@@ -443,7 +443,7 @@ def test_plain_fallback_concatenates_in_the_given_order_and_tolerates_junk() -> 
 def test_fifty_turns_through_the_anthropic_adapter_keep_the_cached_prefix() -> None:
     pytest.importorskip("anthropic")
     from contextfold.providers.anthropic import AnthropicChat
-    from contextfold.providers.base import ChatRequest
+    from contextfold.providers.types import ChatRequest
     from contextfold.tools import ToolSpec
 
     model = AnthropicChat("claude-sonnet-4-5", api_key="test-key")

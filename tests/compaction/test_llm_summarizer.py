@@ -22,8 +22,8 @@ from contextfold.compaction._llm import (
 )
 from contextfold.events import SummarizerFellBack
 from contextfold.messages import Message
-from contextfold.providers.base import ChatRequest
 from contextfold.providers.scripted import ScriptedModel, estimate_tokens
+from contextfold.providers.types import ChatRequest
 
 from .conftest import chat, make_ctx, tool_round
 

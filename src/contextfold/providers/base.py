@@ -3,7 +3,7 @@
 A :class:`ChatModel` takes a :class:`~contextfold.providers.types.ChatRequest` and answers with a
 :class:`~contextfold.providers.types.ChatResponse`, or streams
 :data:`~contextfold.providers.types.StreamEvent` values ending with one ``StreamDone``. Those
-values live in :mod:`contextfold.providers.types`; this module re-exports them.
+values live in :mod:`contextfold.providers.types`.
 
 :class:`BaseChatModel` holds the logic that does no I/O, written once: the retry loop (backoff on
 5xx, timeouts and connection errors; waiting out 429 and "overloaded"), the one-time retry with a
@@ -25,26 +25,10 @@ from contextfold.providers._retry import RetryPolicy
 from contextfold.providers.types import (
     ChatRequest,
     ChatResponse,
-    StreamDone,
     StreamEvent,
-    SystemBlock,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallStarted,
 )
 
-__all__ = [
-    "BaseChatModel",
-    "ChatModel",
-    "ChatRequest",
-    "ChatResponse",
-    "StreamDone",
-    "StreamEvent",
-    "SystemBlock",
-    "TextDelta",
-    "ThinkingDelta",
-    "ToolCallStarted",
-]
+__all__ = ["BaseChatModel", "ChatModel"]
 
 
 # --------------------------------------------------------------------------------------------------

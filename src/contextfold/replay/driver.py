@@ -44,8 +44,8 @@ from contextfold.engine import ContextEngine, ContextPolicy, PreparedRequest, Se
 from contextfold.formats.transcript import Transcript
 from contextfold.messages import Message, reproducible_ids
 from contextfold.models import ModelInfo, ModelRegistry, default_registry, model_for_window
-from contextfold.providers.base import ChatRequest
 from contextfold.providers.replay import ReplayModel
+from contextfold.providers.types import ChatRequest
 from contextfold.replay.cache import PrefixMeter, input_cost, price_models
 from contextfold.replay.probes import (
     SUMMARY_KINDS,
