@@ -1,0 +1,75 @@
+"""Run an ASGI app on a real loopback port for the length of a ``with`` block.
+
+The proxy tests need real HTTP servers, not in-process transports: the official SDKs and Claude
+Code (a separate process) talk to them over TCP, and streaming must go through real sockets to
+catch what buffering would hide. :func:`serve` starts uvicorn in a daemon thread on a socket it
+binds itself to ``127.0.0.1:0``, so the kernel picks a free port and no other process can take it
+between choosing and listening (the race a "find a free port, then start the server" helper has).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+from starlette.types import ASGIApp
+
+__all__ = ["serve"]
+
+STARTUP_TIMEOUT = 30.0
+"""Seconds uvicorn gets to start listening before :func:`serve` gives up."""
+
+SHUTDOWN_TIMEOUT = 10.0
+"""Seconds a graceful stop may take (open streams are given this long) before it is forced."""
+
+
+@contextmanager
+def serve(app: ASGIApp) -> Iterator[str]:
+    """Serve ``app`` on loopback; yields its base URL ``"http://127.0.0.1:PORT"``.
+
+    The server stops when the block exits, also on an exception: first gracefully (uvicorn closes
+    idle connections and lets running responses finish), then forcibly after
+    :data:`SHUTDOWN_TIMEOUT`.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="off",
+        timeout_graceful_shutdown=int(SHUTDOWN_TIMEOUT),
+    )
+    server = uvicorn.Server(config)
+    # Server.run skips installing signal handlers outside the main thread, so a test's Ctrl-C
+    # still reaches pytest.
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-{port}", daemon=True
+    )
+    thread.start()
+    try:
+        _wait_started(server, thread)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(SHUTDOWN_TIMEOUT)
+        if thread.is_alive():
+            server.force_exit = True
+            thread.join(SHUTDOWN_TIMEOUT)
+        sock.close()
+
+
+def _wait_started(server: uvicorn.Server, thread: threading.Thread) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("uvicorn stopped before it started listening (see its log above)")
+        if time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"uvicorn did not start within {STARTUP_TIMEOUT:g}s")
+        time.sleep(0.01)
