@@ -42,7 +42,7 @@ def serve(app: ASGIApp) -> Iterator[str]:
     config = uvicorn.Config(
         app,
         log_level="warning",
-        lifespan="off",
+        lifespan="auto",  # the proxy opens its store and HTTP client at startup
         timeout_graceful_shutdown=int(SHUTDOWN_TIMEOUT),
     )
     server = uvicorn.Server(config)

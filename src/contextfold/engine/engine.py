@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -85,7 +86,9 @@ class ContextEngine:
         )
         """What every session of this engine works with, bundled once (the properties below
         read it, so there is one copy of each)."""
-        self._sessions: list[Session] = []
+        # Held weakly: the engine closes the sessions still alive when it closes, and a
+        # long-running host (the proxy resumes a session per request) must not accumulate them.
+        self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
 
     @property
     def model(self) -> ModelInfo:
@@ -171,7 +174,7 @@ class ContextEngine:
             parent_id=parent_id,
         )
         session = Session(self.deps, info, owner=self)
-        self._sessions.append(session)
+        self._sessions.add(session)
         return session
 
     def resume(self, session_id: str) -> Session:
@@ -187,12 +190,12 @@ class ContextEngine:
             state=self.store.load_engine_state(session_id),
             owner=self,
         )
-        self._sessions.append(session)
+        self._sessions.add(session)
         return session
 
     def close(self) -> None:
         """Stop background work; close the store when the engine opened it."""
-        for session in self._sessions:
+        for session in list(self._sessions):
             session.close()
         self._sessions.clear()
         if self._owns_store:

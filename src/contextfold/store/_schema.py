@@ -192,6 +192,25 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
         _move_engine_state,
     ),
+    Migration(
+        3,
+        "proxy_heads: where each proxied conversation stands, for `contextfold proxy`",
+        (
+            # A client of the proxy resends its whole history on every call. Each row names a
+            # prefix of that history (a hash chain over the client's messages, per tenant) and
+            # the session holding it, so the next call finds its session in one indexed read.
+            # Upserted: when a client rewrites its history, the newest session owns the prefix.
+            """CREATE TABLE proxy_heads (
+                tenant TEXT NOT NULL,
+                head TEXT NOT NULL,
+                session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+                messages {bigint} NOT NULL,
+                created {real} NOT NULL,
+                PRIMARY KEY (tenant, head)
+            )""",
+            "CREATE INDEX proxy_heads_session ON proxy_heads(session_id, messages)",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
@@ -205,6 +224,7 @@ CONTEXTFOLD_TABLES = (
     "snapshots",
     "blobs",
     "engine_state",
+    "proxy_heads",
 )
 
 

@@ -49,6 +49,9 @@ from contextfold.store._schema import Database, Dialect, migrate, schema_version
 
 __all__ = ["SQLStore"]
 
+_HEADS_PER_QUERY = 500
+"""Prefix hashes looked up per query: well under SQLite's limit on bound parameters."""
+
 
 class SQLStore(AsyncStoreMixin, ABC):
     """The shared implementation of :class:`~contextfold.store.BrowsableSessionStore` over SQL.
@@ -230,6 +233,47 @@ class SQLStore(AsyncStoreMixin, ABC):
                 self._require_session(cur, session_id, lock=False)
                 return None
         return _codec.decode_mapping(rows[0][0])
+
+    # -- the proxy's index of conversations ------------------------------------------------------
+
+    def record_proxy_head(self, tenant: str, head: str, session_id: str, messages: int) -> None:
+        """Note that ``session_id`` holds the conversation prefix ``head`` (a hash chain over
+        the first ``messages`` client messages) for ``tenant``; a newer session takes the
+        prefix over from an older one."""
+        with self._transaction("write") as cur:
+            self._require_session(cur, session_id)
+            cur.execute(
+                "INSERT INTO proxy_heads (tenant, head, session_id, messages, created) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, head) DO UPDATE SET "
+                "session_id = excluded.session_id, messages = excluded.messages, "
+                "created = excluded.created",
+                (tenant, head, session_id, messages, time.time()),
+            )
+
+    def find_proxy_heads(self, tenant: str, heads: Sequence[str]) -> dict[str, str]:
+        """Of ``heads``, those ``tenant`` has recorded, each with its session id."""
+        found: dict[str, str] = {}
+        with self._transaction("read") as cur:
+            for start in range(0, len(heads), _HEADS_PER_QUERY):
+                chunk = list(heads[start : start + _HEADS_PER_QUERY])
+                marks = ", ".join("?" * len(chunk))
+                rows = cur.execute(
+                    f"SELECT head, session_id FROM proxy_heads WHERE tenant = ? "
+                    f"AND head IN ({marks})",
+                    [tenant, *chunk],
+                )
+                found.update((str(head), str(sid)) for head, sid in rows)
+        return found
+
+    def proxy_head_messages(self, session_id: str) -> int:
+        """How many client messages the furthest recorded prefix of ``session_id`` covers (0
+        when none is recorded)."""
+        with self._transaction("read") as cur:
+            rows = cur.execute(
+                "SELECT COALESCE(MAX(messages), 0) FROM proxy_heads WHERE session_id = ?",
+                (session_id,),
+            )
+        return int(rows[0][0])
 
     # -- transcript --------------------------------------------------------------------------------
 

@@ -1,0 +1,221 @@
+"""One client request's conversation: found in the store (or started), carried through the
+engine, and left where the next request will find it.
+
+Everything here is synchronous and touches the store; the server runs it on worker threads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from contextfold._exceptions import ConcurrentWriteError, ContextOverflowError, SessionNotFoundError
+from contextfold.engine import ContextEngine, PreparedRequest, Session
+from contextfold.messages import Message, ToolResultPart
+from contextfold.proxy._engines import ProxyStore
+from contextfold.proxy._identity import chain_heads, extend_head, message_digest
+from contextfold.proxy._wire import ClientError, ClientRequest, RoundReply
+from contextfold.tools import engine_tools
+
+__all__ = ["ENGINE_TOOL_NAMES", "Conversation"]
+
+logger = logging.getLogger("contextfold.proxy")
+
+ENGINE_TOOL_NAMES = frozenset(t.name for t in engine_tools(deferred=True))
+"""The tools the proxy answers itself; the client never sees a call to one."""
+
+_OPEN_ATTEMPTS = 3
+"""How often a request that lost a race for its session reads the store again."""
+
+_TITLE_CHARS = 80
+
+
+class Conversation:
+    """Where one request stands in its session.
+
+    :meth:`open` finds the session whose recorded prefix the request's messages continue (or
+    starts one, linked as a fork when the client rewrote its history) and appends what is new.
+    The server then alternates :meth:`prepare` and :meth:`add_reply` until the reply is the
+    client's, and calls :meth:`finish` with the message the client received.
+    """
+
+    def __init__(
+        self,
+        engine: ContextEngine,
+        store: ProxyStore,
+        tenant: str,
+        client: ClientRequest,
+        *,
+        explicit_session: str | None = None,
+    ) -> None:
+        self.engine = engine
+        self.store = store
+        self.tenant = tenant
+        self.client = client
+        self.explicit_session = explicit_session
+        self.heads = chain_heads([message_digest(group) for group in client.messages])
+        self.session: Session | None = None
+        self.forked_from: str | None = None
+        self.appended = 0
+        # Engine tools are offered unless the client has a tool of the same name: its own wins.
+        self.engine_tools = not (ENGINE_TOOL_NAMES & set(client.raw_tools))
+
+    # -- finding the session -----------------------------------------------------------------
+
+    def open(self) -> Session:
+        """The session, with the request's new messages appended. A request that raced another
+        for the same session (on another worker) reads the store again and goes on from there."""
+        for attempt in range(_OPEN_ATTEMPTS):
+            try:
+                return self._open()
+            except ConcurrentWriteError:
+                if attempt == _OPEN_ATTEMPTS - 1:
+                    raise
+                logger.info("session moved on while this request was appending; reading again")
+        raise AssertionError("unreachable")
+
+    def _open(self) -> Session:
+        session_id, start = self._locate()
+        if session_id is None:
+            session = self._new_session()
+            start = 0
+        else:
+            session = self.engine.resume(session_id)
+        self._append(session, self.client.messages[start:])
+        self.appended = len(self.client.messages) - start
+        self.store.record_proxy_head(self.tenant, self.heads[-1], session.id, len(self.heads))
+        self.session = session
+        return session
+
+    def _locate(self) -> tuple[str | None, int]:
+        """The session this request continues and how many of its messages it already holds;
+        ``(None, 0)`` for a new session (``forked_from`` set when it forks one)."""
+        if self.explicit_session is not None:
+            return self._locate_explicit(self.explicit_session)
+        found = self.store.find_proxy_heads(self.tenant, self.heads)
+        for count in range(len(self.heads), 0, -1):
+            session_id = found.get(self.heads[count - 1])
+            if session_id is None:
+                continue
+            if self.store.proxy_head_messages(session_id) == count:
+                return session_id, count
+            # The session went on past this prefix in another direction: the client rewrote
+            # its history (its own compaction, an edit, a retry of an older request).
+            self.forked_from = session_id
+            return None, 0
+        return None, 0
+
+    def _locate_explicit(self, session_id: str) -> tuple[str | None, int]:
+        try:
+            info = self.store.get_session(session_id)
+        except SessionNotFoundError:
+            return None, 0  # the client names a new session: it is made with that id
+        owner = info.metadata.get("proxy", {}).get("tenant") if info.metadata else None
+        if owner != self.tenant:
+            raise ClientError(
+                f"no session {session_id!r} for this key", status=404, kind="not_found"
+            )
+        covered = self.store.proxy_head_messages(session_id)
+        found = self.store.find_proxy_heads(self.tenant, self.heads[covered - 1 : covered])
+        if covered and found.get(self.heads[covered - 1]) == session_id:
+            return session_id, covered
+        if covered == 0:
+            return session_id, 0
+        self.forked_from = session_id
+        return None, 0
+
+    def _new_session(self) -> Session:
+        first_user = next((m.text for m in self.client.flat_messages if m.role == "user"), "")
+        title = " ".join(first_user.split())[:_TITLE_CHARS] or None
+        explicit = self.explicit_session if self.forked_from is None else None
+        metadata = {
+            "proxy": {
+                "tenant": self.tenant,
+                "protocol": self.client.protocol,
+                "model": self.client.model,
+            }
+        }
+        return self.engine.new_session(
+            title=title, metadata=metadata, session_id=explicit, parent_id=self.forked_from
+        )
+
+    @staticmethod
+    def _append(session: Session, groups: Sequence[Sequence[Message]]) -> None:
+        for group in groups:
+            for message in group:
+                if message.role == "user":
+                    session.add_user(message)
+                elif message.role == "tool":
+                    session.add_tool_results(message.tool_results)
+                elif message.role == "assistant":
+                    session.add_assistant(message)
+                else:
+                    session.add_message(message)
+
+    # -- one round ---------------------------------------------------------------------------------
+
+    @property
+    def current(self) -> Session:
+        if self.session is None:
+            raise AssertionError("open() first")
+        return self.session
+
+    def prepare(self, *, engine_tools: bool = True) -> PreparedRequest:
+        """The engine's next request for the upstream."""
+        return self.current.prepare(
+            system=self.client.system or None,
+            tools=self.client.tools,
+            engine_tools=engine_tools and self.engine_tools,
+        )
+
+    def reply_budget(self, prepared: PreparedRequest) -> tuple[int | None, bool]:
+        """The ``max_tokens`` to send, and whether the client's was cut to fit the window."""
+        wanted = self.client.max_tokens
+        if wanted is None:
+            return None, False
+        window = self.current.context_window
+        # What the prompt leaves, less a margin for the estimate's error.
+        room = max(prepared.max_tokens, window - prepared.tokens - window // 50)
+        return (room, True) if wanted > room else (wanted, False)
+
+    def add_reply(self, reply: RoundReply) -> bool:
+        """Record one upstream reply and answer its calls to the engine's tools. True when the
+        upstream must be called again: the reply called only engine tools."""
+        session = self.current
+        session.add_assistant(reply.message, reply.usage)
+        if not reply.engine_calls:
+            return False
+        results: list[ToolResultPart] = []
+        for call in reply.engine_calls:
+            answered = session.run_engine_tool(call)
+            if answered is not None:
+                results.append(answered)
+        session.add_tool_results(results)
+        return reply.client_calls == 0
+
+    def recover(self, error: ContextOverflowError) -> bool:
+        """After the upstream refused the request as too long: compact hard. False when the
+        engine can do nothing more (the client then gets the upstream's error)."""
+        try:
+            self.current.recover(error)
+        except ContextOverflowError:
+            return False
+        return True
+
+    # -- after the reply -----------------------------------------------------------------------
+
+    def finish(self, visible: Sequence[Message], tally: Mapping[str, int]) -> None:
+        """Record the prefix the client's next request will start with (its history, then the
+        reply it got), and add this request's figures to the session's."""
+        session = self.current
+        head = extend_head(self.heads[-1], message_digest(visible))
+        self.store.record_proxy_head(self.tenant, head, session.id, len(self.heads) + 1)
+        info = self.store.get_session(session.id)
+        metadata: dict[str, Any] = dict(info.metadata or {})
+        figures = dict(metadata.get("proxy") or {})
+        for key, value in tally.items():
+            figures[key] = int(figures.get(key, 0)) + int(value)
+        figures["requests"] = int(figures.get("requests", 0)) + 1
+        metadata["proxy"] = figures
+        self.store.update_session(session.id, metadata=metadata)

@@ -1,0 +1,108 @@
+"""One :class:`~contextfold.ContextEngine` per model a client asks for, all on one store."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from typing import Protocol
+
+from contextfold._exceptions import UnknownModelError
+from contextfold.engine import ContextEngine, ContextPolicy
+from contextfold.models import ModelInfo, Provider, default_registry
+from contextfold.proxy._wire import ClientError
+from contextfold.proxy.config import ProxyConfig
+from contextfold.store import BrowsableSessionStore
+from contextfold.tools import DEFAULT_TOOL_BUDGET_SHARE
+
+__all__ = ["Engines", "ProxyStore"]
+
+
+class ProxyStore(BrowsableSessionStore, Protocol):
+    """A browsable store that also keeps the proxy's index of conversation prefixes (both
+    built-in stores do)."""
+
+    def record_proxy_head(self, tenant: str, head: str, session_id: str, messages: int) -> None: ...
+    def find_proxy_heads(self, tenant: str, heads: list[str]) -> dict[str, str]: ...
+    def proxy_head_messages(self, session_id: str) -> int: ...
+
+
+class Engines:
+    """The engines of one proxy, made on first use and shared by its requests.
+
+    A request's model decides the window and the tokenizer: ``config.model`` names a registry
+    entry for every request, else the client's model is looked up; ``config.window`` overrides
+    the window, and makes models the registry does not know usable.
+    """
+
+    def __init__(self, config: ProxyConfig, store: ProxyStore) -> None:
+        self.config = config
+        self.store = store
+        self._engines: dict[tuple[Provider, str], ContextEngine] = {}
+        self._lock = threading.Lock()
+
+    def for_model(self, client_model: str, provider: Provider) -> ContextEngine:
+        """The engine for ``client_model``; :class:`ClientError` when its window is unknown."""
+        key = (provider, client_model)
+        with self._lock:
+            engine = self._engines.get(key)
+            if engine is None:
+                engine = self._make(client_model, provider)
+                self._engines[key] = engine
+            return engine
+
+    def _model(self, client_model: str, provider: Provider) -> ModelInfo:
+        config = self.config
+        registry = default_registry()
+        try:
+            info: ModelInfo | None = registry.get(config.model or client_model)
+        except UnknownModelError:
+            if config.model or config.window is None:
+                raise ClientError(
+                    f"contextfold proxy does not know the context window of model "
+                    f"{config.model or client_model!r}: start it with --window TOKENS (or "
+                    "--model NAME for a model it knows)"
+                ) from None
+            info = None
+        if info is None:
+            assert config.window is not None
+            return ModelInfo(
+                name=client_model,
+                context_window=config.window,
+                provider=provider,
+                max_output_tokens=max(1, config.window // 4),
+                # Claude's tokenizer family for the Messages protocol; else the common one.
+                tokenizer="anthropic" if provider == "anthropic" else "o200k_base",
+            )
+        # Requests go where the client sends them: the cache style and history rules are the
+        # upstream protocol's, whoever made the model.
+        info = replace(info, provider=provider)
+        if config.window is not None:
+            info = replace(
+                info,
+                context_window=config.window,
+                max_output_tokens=min(info.max_output_tokens, max(1, config.window // 4)),
+            )
+        return info
+
+    def _make(self, client_model: str, provider: Provider) -> ContextEngine:
+        config = self.config
+        policy = ContextPolicy(
+            # Stateless between requests: a compaction runs inside the request that needs it,
+            # never on a thread that would outlive it.
+            background=False,
+            # The client's tools are its own: deferring them changes what the agent can do.
+            tool_budget_share=DEFAULT_TOOL_BUDGET_SHARE if config.defer_tools else 1.0,
+        )
+        return ContextEngine(
+            self._model(client_model, provider),
+            store=self.store,
+            compactor=config.compactor,
+            policy=policy,
+            provider=provider,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            for engine in self._engines.values():
+                engine.close()
+            self._engines.clear()

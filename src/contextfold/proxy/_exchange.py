@@ -1,0 +1,389 @@
+"""One client request from arrival to answer: the engine's rounds with the upstream.
+
+The engine work runs on worker threads (:mod:`._conversation` writes to the store); the calls
+to the upstream and the streaming to the client run on the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio.to_thread
+import httpx
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from contextfold._exceptions import ContextOverflowError
+from contextfold.messages import Message
+from contextfold.providers._errors import error_from_response
+from contextfold.proxy._conversation import ENGINE_TOOL_NAMES, Conversation
+from contextfold.proxy._engines import Engines, ProxyStore
+from contextfold.proxy._sse import SSEDecoder, sse_events
+from contextfold.proxy._wire import ClientError, ClientRequest, ProtocolName, RoundReply, add_usage
+from contextfold.proxy.config import ProxyConfig
+
+__all__ = ["Exchange", "ProxyState", "UpstreamRefused", "WireSide"]
+
+logger = logging.getLogger("contextfold.proxy")
+
+SESSION_HEADER = "x-contextfold-session"
+
+
+class StreamRelay(Protocol):
+    round_over: bool
+
+    @property
+    def visible(self) -> Any: ...
+    def feed(self, event: str | None, text: str, /) -> list[bytes]: ...
+    def reply(self) -> RoundReply: ...
+    def finish(self, stop: str | None, /) -> list[bytes]: ...
+
+
+class StreamRelayFactory(Protocol):
+    def __call__(self, engine_tools: Collection[str], client: ClientRequest, /) -> StreamRelay: ...
+
+
+class WireSide(Protocol):
+    """What each protocol module (:mod:`.anthropic_side`, :mod:`.openai_side`) provides."""
+
+    @property
+    # Named like the class each module defines: a read-only member, so the class itself fits.
+    def StreamRelay(self) -> StreamRelayFactory: ...
+
+    def parse_request(self, body: Any, /) -> ClientRequest: ...
+    def upstream_body(
+        self, client: ClientRequest, prepared: Any, /, *, max_tokens: int | None
+    ) -> dict[str, Any]: ...
+    def read_body(
+        self, body: Mapping[str, Any], engine_tools: Collection[str], /
+    ) -> tuple[RoundReply, Any]: ...
+    def join(self, pieces: Sequence[Any], /) -> Any: ...
+    def visible_message(self, visible: Any, /) -> list[Message]: ...
+    def client_body(
+        self, final: Mapping[str, Any], visible: Any, stop: str | None, usage: Mapping[str, Any], /
+    ) -> dict[str, Any]: ...
+    def error_body(self, error: ClientError, /) -> dict[str, Any]: ...
+    def stream_error(self, error: ClientError, /) -> bytes: ...
+
+
+@dataclass
+class ProxyState:
+    """What every request of one proxy process shares."""
+
+    config: ProxyConfig
+    store: ProxyStore
+    engines: Engines
+    http: httpx.AsyncClient
+    salt: bytes
+
+
+class UpstreamRefused(Exception):
+    """The upstream answered with an error the proxy passes on as it came."""
+
+    def __init__(self, response: httpx.Response, body: bytes) -> None:
+        super().__init__(f"upstream answered HTTP {response.status_code}")
+        self.status = response.status_code
+        self.body = body
+        self.content_type = response.headers.get("content-type", "application/json")
+
+    def to_response(self) -> Response:
+        return Response(self.body, status_code=self.status, media_type=self.content_type)
+
+
+@dataclass
+class Exchange:
+    """One client request: the conversation it continues, and its rounds with the upstream."""
+
+    state: ProxyState
+    side: WireSide
+    protocol: ProtocolName
+    path: str
+    client: ClientRequest
+    upstream_headers: dict[str, str]
+    tenant: str
+    explicit_session: str | None
+    log: dict[str, Any] = field(default_factory=dict)
+    tally: dict[str, int] = field(default_factory=dict)
+
+    # -- the whole request -------------------------------------------------------------------
+
+    async def run(self) -> Response:
+        config = self.state.config
+        provider = _provider(self.protocol, config.upstream)
+        engine = self.state.engines.for_model(self.client.model, provider)
+        conversation = Conversation(
+            engine,
+            self.state.store,
+            self.tenant,
+            self.client,
+            explicit_session=self.explicit_session,
+        )
+        session = await anyio.to_thread.run_sync(conversation.open)
+        self.log.update(
+            session=session.id, forked_from=conversation.forked_from, appended=conversation.appended
+        )
+        self.tally["client_tokens"] = await anyio.to_thread.run_sync(
+            lambda: engine.counter.count_request(
+                self.client.flat_messages, system=self.client.system, tools=self.client.tools
+            )
+        )
+        headers = {SESSION_HEADER: session.id}
+        if config.dry_run:
+            return await self._shadow(conversation, headers)
+        body = await self._next_body(conversation, 0)
+        if self.client.stream:
+            first = await self._call(conversation, body, 0)
+            return StreamingResponse(
+                self._stream(conversation, first), media_type="text/event-stream", headers=headers
+            )
+        return await self._plain(conversation, body, headers)
+
+    # -- the engine's request ----------------------------------------------------------------
+
+    async def _next_body(self, conversation: Conversation, rounds: int) -> dict[str, Any]:
+        # The last round the proxy may take offers no engine tool: its reply is the client's.
+        offer = rounds + 1 < self.state.config.max_engine_rounds
+        try:
+            prepared = await anyio.to_thread.run_sync(
+                lambda: conversation.prepare(engine_tools=offer)
+            )
+        except ContextOverflowError as exc:
+            raise ClientError(f"contextfold proxy: {exc}") from None
+        max_tokens, clamped = conversation.reply_budget(prepared)
+        if clamped:
+            logger.info(
+                "max_tokens %s cut to %s: the window %s holds a %s-token prompt",
+                self.client.max_tokens,
+                max_tokens,
+                conversation.current.context_window,
+                prepared.tokens,
+            )
+            self.log["max_tokens_clamped"] = [self.client.max_tokens, max_tokens]
+        self.tally["estimated_upstream_tokens"] = (
+            self.tally.get("estimated_upstream_tokens", 0) + prepared.tokens
+        )
+        self.log["zone"] = prepared.zone
+        return self.side.upstream_body(self.client, prepared, max_tokens=max_tokens)
+
+    async def _call(
+        self, conversation: Conversation, body: dict[str, Any], rounds: int
+    ) -> httpx.Response:
+        """The upstream's response (its body not read yet). An overflow is answered once, as
+        the engine does: learn the limit, compact hard, send the smaller request."""
+        recovered = False
+        while True:
+            response = await self._send(body)
+            if response.status_code < 400:
+                return response
+            raw = await response.aread()
+            await response.aclose()
+            overflow = self._overflow(response, raw)
+            if overflow is None or recovered:
+                raise UpstreamRefused(response, raw)
+            self.log["overflow_recovered"] = True
+            if not await anyio.to_thread.run_sync(conversation.recover, overflow):
+                raise UpstreamRefused(response, raw)
+            recovered = True
+            body = await self._next_body(conversation, rounds)
+
+    async def _send(self, body: Mapping[str, Any]) -> httpx.Response:
+        state = self.state
+        request = state.http.build_request(
+            "POST",
+            state.config.upstream_url(self.path),
+            content=json.dumps(body, ensure_ascii=False).encode(),
+            headers={**self.upstream_headers, "content-type": "application/json"},
+        )
+        self.tally["upstream_calls"] = self.tally.get("upstream_calls", 0) + 1
+        try:
+            return await state.http.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise ClientError(
+                f"contextfold proxy could not reach the upstream {state.config.upstream}: "
+                f"{type(exc).__name__}: {exc}",
+                status=502,
+                kind="upstream",
+            ) from None
+
+    def _overflow(self, response: httpx.Response, raw: bytes) -> ContextOverflowError | None:
+        try:
+            body: object = json.loads(raw)
+        except ValueError:
+            body = {}
+        error = error_from_response(
+            provider=self.protocol,
+            status=response.status_code,
+            body=body,
+            headers=dict(response.headers),
+            fallback_message=raw[:500].decode("utf-8", errors="replace"),
+            env_var="",
+        )
+        return error if isinstance(error, ContextOverflowError) else None
+
+    def _count(self, reply: RoundReply) -> None:
+        usage = reply.usage
+        if usage is not None:
+            self.tally["upstream_tokens"] = (
+                self.tally.get("upstream_tokens", 0) + usage.input_tokens
+            )
+            self.tally["cache_read_tokens"] = (
+                self.tally.get("cache_read_tokens", 0) + usage.cache_read_tokens
+            )
+            self.tally["output_tokens"] = self.tally.get("output_tokens", 0) + usage.output_tokens
+        if reply.engine_calls:
+            self.tally["engine_calls"] = self.tally.get("engine_calls", 0) + len(reply.engine_calls)
+
+    def _engine_tools(self, conversation: Conversation) -> Collection[str]:
+        return ENGINE_TOOL_NAMES if conversation.engine_tools else ()
+
+    async def _finish(self, conversation: Conversation, visible: Any) -> None:
+        message = self.side.visible_message(visible)
+        await anyio.to_thread.run_sync(lambda: conversation.finish(message, self.tally))
+
+    # -- answering -------------------------------------------------------------------------------
+
+    async def _plain(
+        self, conversation: Conversation, body: dict[str, Any], headers: dict[str, str]
+    ) -> Response:
+        pieces: list[Any] = []
+        usage: dict[str, Any] = {}
+        rounds = 0
+        while True:
+            response = await self._call(conversation, body, rounds)
+            final = _json_object(await response.aread())
+            await response.aclose()
+            reply, piece = self.side.read_body(final, self._engine_tools(conversation))
+            self._count(reply)
+            pieces.append(piece)
+            usage = add_usage(usage, reply.raw_usage)
+            again = await anyio.to_thread.run_sync(conversation.add_reply, reply)
+            rounds += 1
+            if not again:
+                break
+            body = await self._next_body(conversation, rounds)
+        visible = self.side.join(pieces)
+        await self._finish(conversation, visible)
+        self.log["rounds"] = rounds
+        return JSONResponse(
+            self.side.client_body(final, visible, reply.stop, usage), headers=headers
+        )
+
+    async def _stream(
+        self, conversation: Conversation, response: httpx.Response
+    ) -> AsyncIterator[bytes]:
+        relay = self.side.StreamRelay(self._engine_tools(conversation), self.client)
+        rounds = 0
+        try:
+            while True:
+                async for event, data in sse_events(response):
+                    for chunk in relay.feed(event, data):
+                        yield chunk
+                    if relay.round_over:
+                        break
+                await response.aclose()
+                if not relay.round_over:
+                    self.log["error"] = "the upstream stream ended before the reply did"
+                    return
+                reply = relay.reply()
+                self._count(reply)
+                again = await anyio.to_thread.run_sync(conversation.add_reply, reply)
+                rounds += 1
+                if not again:
+                    break
+                try:
+                    body = await self._next_body(conversation, rounds)
+                    response = await self._call(conversation, body, rounds)
+                except UpstreamRefused as refused:
+                    message = refused.body[:2000].decode("utf-8", errors="replace")
+                    yield self.side.stream_error(ClientError(message, kind="upstream"))
+                    self.log["error"] = f"upstream HTTP {refused.status} after an engine round"
+                    return
+                except ClientError as exc:
+                    yield self.side.stream_error(exc)
+                    self.log["error"] = exc.message
+                    return
+            for chunk in relay.finish(reply.stop):
+                yield chunk
+            await self._finish(conversation, relay.visible)
+            self.log["rounds"] = rounds
+        finally:
+            await response.aclose()
+            self.log["status"] = self.log.get("status", 200)
+            write_access_log(self.log, self.tally)
+
+    async def _shadow(self, conversation: Conversation, headers: dict[str, str]) -> Response:
+        """Dry run: the client's request goes up untouched; the engine's would-be request is
+        measured and the exchange recorded."""
+        prepared = await anyio.to_thread.run_sync(conversation.prepare)
+        self.tally["estimated_upstream_tokens"] = prepared.tokens
+        response = await self._send(self.client.body)
+        if response.status_code >= 400:
+            raise UpstreamRefused(response, await response.aread())
+        if not self.client.stream:
+            raw = await response.aread()
+            await response.aclose()
+            reply, piece = self.side.read_body(_json_object(raw), ())
+            self._count(reply)
+            await anyio.to_thread.run_sync(conversation.add_reply, reply)
+            await self._finish(conversation, self.side.join([piece]))
+            media = response.headers.get("content-type", "application/json")
+            return Response(
+                raw, status_code=response.status_code, media_type=media, headers=headers
+            )
+        return StreamingResponse(
+            self._shadow_stream(conversation, response),
+            media_type="text/event-stream",
+            headers=headers,
+        )
+
+    async def _shadow_stream(
+        self, conversation: Conversation, response: httpx.Response
+    ) -> AsyncIterator[bytes]:
+        relay = self.side.StreamRelay((), self.client)
+        decoder = SSEDecoder()
+        try:
+            async for chunk in response.aiter_raw():
+                yield chunk  # the client's bytes, untouched
+                for event, data in decoder.feed(chunk):
+                    relay.feed(event, data)
+            if relay.round_over:
+                reply = relay.reply()
+                self._count(reply)
+                await anyio.to_thread.run_sync(conversation.add_reply, reply)
+                await self._finish(conversation, relay.visible)
+        finally:
+            await response.aclose()
+            write_access_log(self.log, self.tally)
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise ClientError(
+            "contextfold proxy: the upstream answered with something that is not a JSON object",
+            status=502,
+            kind="upstream",
+        )
+    return value
+
+
+def _provider(protocol: ProtocolName, upstream: str) -> Any:
+    """Whose history rules and cache style requests follow: Anthropic's, OpenAI's own API's
+    (lenient), or those of any other server speaking OpenAI's protocol."""
+    if protocol == "anthropic":
+        return "anthropic"
+    return "openai" if httpx.URL(upstream).host == "api.openai.com" else "openai-compatible"
+
+
+access_logger = logging.getLogger("contextfold.proxy.access")
+
+
+def write_access_log(log: Mapping[str, Any], tally: Mapping[str, int]) -> None:
+    """One JSON line per request (never a key or a message's content)."""
+    access_logger.info(json.dumps({**log, **tally}, default=str, separators=(",", ":")))

@@ -1,0 +1,104 @@
+"""What both protocols share: the client's request read into neutral values, one upstream reply
+read the same way, errors the client can read, and usage added up across rounds."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from contextfold.messages import Message, ToolCallPart, Usage
+from contextfold.tool_spec import ToolSpec
+
+__all__ = [
+    "ClientError",
+    "ClientRequest",
+    "ProtocolName",
+    "RoundReply",
+    "add_usage",
+    "sse",
+]
+
+ProtocolName: TypeAlias = Literal["anthropic", "openai"]
+
+
+class ClientError(Exception):
+    """A request the proxy refuses before anything is stored, answered in the client's protocol.
+
+    ``kind`` is the protocol-neutral error kind: ``invalid_request``, ``authentication``,
+    ``not_found``, ``request_too_large`` or ``upstream`` (the provider could not be reached).
+    """
+
+    def __init__(self, message: str, *, status: int = 400, kind: str = "invalid_request") -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class ClientRequest:
+    """One request as the client sent it, and read into neutral values.
+
+    ``messages`` holds one list of neutral messages per client message (an Anthropic user turn
+    with tool results reads as two); ``raw_tools`` keeps the client's own tool definitions by
+    name, so the upstream receives them exactly as written.
+    """
+
+    protocol: ProtocolName
+    body: Mapping[str, Any]
+    model: str
+    messages: Sequence[Sequence[Message]]
+    system: str
+    tools: Sequence[ToolSpec]
+    raw_tools: Mapping[str, Mapping[str, Any]]
+    stream: bool
+    max_tokens: int | None
+    max_tokens_field: str | None = None
+    """Which body field carried ``max_tokens`` (OpenAI clients use either of two)."""
+
+    @property
+    def flat_messages(self) -> list[Message]:
+        return [m for group in self.messages for m in group]
+
+
+@dataclass
+class RoundReply:
+    """One reply of the upstream, read whole (from a JSON body or a finished stream).
+
+    ``message`` is everything the model said, for the transcript; ``visible`` the client's
+    share in the protocol's own wire pieces (Anthropic content blocks; for OpenAI the text,
+    reasoning and tool calls), without calls to the engine's tools.
+    """
+
+    message: Message
+    usage: Usage | None
+    raw_usage: dict[str, Any]
+    stop: str | None
+    engine_calls: list[ToolCallPart] = field(default_factory=list)
+    client_calls: int = 0
+
+
+def add_usage(total: dict[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:
+    """``total`` with ``more`` added: counts summed (nested objects too), anything else from
+    ``more``. The client is told what all the rounds it caused cost, in the upstream's words."""
+    out = dict(total)
+    for key, value in more.items():
+        before = out.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | dict):
+            out[key] = value
+        elif isinstance(value, int) and isinstance(before, int) and not isinstance(before, bool):
+            out[key] = before + value
+        elif isinstance(value, dict) and isinstance(before, dict):
+            out[key] = add_usage(before, value)
+        else:
+            out[key] = value
+    return out
+
+
+def sse(data: Mapping[str, Any] | str, event: str | None = None) -> bytes:
+    """One server-sent event."""
+    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {text}\n\n".encode()
