@@ -8,7 +8,17 @@ registration line here. Shared output helpers are in ``cli/_render.py``.
 
 from __future__ import annotations
 
-from contextfold.cli import chat, config_cmd, count, demo, doctor, inspect_cmd, run, sessions
+from contextfold.cli import (
+    chat,
+    config_cmd,
+    count,
+    demo,
+    doctor,
+    inspect_cmd,
+    proxy_cmd,
+    run,
+    sessions,
+)
 from contextfold.cli._app import app, main
 from contextfold.cli.replay import replay as replay_command
 
@@ -24,5 +34,7 @@ app.add_typer(config_cmd.app, name="config")
 # Stored sessions.
 app.add_typer(sessions.app, name="sessions")
 app.command("inspect")(inspect_cmd.inspect)
+# Context management for agents not written on contextfold.
+app.command("proxy")(proxy_cmd.proxy)
 
 __all__ = ["app", "main"]

@@ -33,7 +33,7 @@ from contextfold.proxy._wire import ClientError, ProtocolName
 from contextfold.proxy.config import ProxyConfig
 from contextfold.store import open_store
 
-__all__ = ["AUTH_HEADER", "create_app"]
+__all__ = ["AUTH_HEADER", "app_from_environment", "create_app"]
 
 logger = logging.getLogger("contextfold.proxy")
 
@@ -248,3 +248,9 @@ def _forwarded(request: Request, *, json_body: bool = True) -> dict[str, str]:
     if json_body:
         headers["content-type"] = "application/json"
     return headers
+
+
+def app_from_environment() -> Starlette:
+    """The app for one uvicorn worker of ``contextfold proxy --workers N`` (a factory uvicorn
+    imports by name; the settings come from the parent's environment)."""
+    return create_app(ProxyConfig.from_environment())

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -13,7 +14,13 @@ from contextfold._paths import data_dir
 from contextfold._private_files import make_private_dir, open_private
 from contextfold.compaction.pipeline import preset_named
 
-__all__ = ["SALT_ENV", "ProxyConfig"]
+__all__ = ["AUTH_KEY_ENV", "CONFIG_ENV", "SALT_ENV", "ProxyConfig"]
+
+CONFIG_ENV = "CONTEXTFOLD_PROXY_CONFIG"
+"""How ``contextfold proxy --workers N`` hands its settings to each uvicorn worker (JSON)."""
+
+AUTH_KEY_ENV = "CONTEXTFOLD_PROXY_KEY"
+"""The proxy's own key, read from the environment (never written into :data:`CONFIG_ENV`)."""
 
 SALT_ENV = "CONTEXTFOLD_PROXY_SALT"
 """Environment variable holding the tenant salt; workers on several machines must share it."""
@@ -94,3 +101,20 @@ class ProxyConfig:
             out.write(secrets.token_hex(32) + "\n")
         # ...and both read the first line, so they agree.
         return path.read_text().splitlines()[0].strip().encode()
+
+    def to_environment(self) -> str:
+        """The settings as JSON for :data:`CONFIG_ENV`, without the key and the salt (workers
+        read those from their own variables)."""
+        data = asdict(self)
+        data.pop("auth_key")
+        data.pop("tenant_salt")
+        data["store"] = None if self.store is None else os.fspath(self.store)
+        return json.dumps(data)
+
+    @classmethod
+    def from_environment(cls) -> ProxyConfig:
+        """The settings a parent ``contextfold proxy`` left in :data:`CONFIG_ENV`."""
+        text = os.environ.get(CONFIG_ENV)
+        if not text:
+            raise ConfigError(CONFIG_ENV, "is not set: start workers with `contextfold proxy`")
+        return cls(**json.loads(text), auth_key=os.environ.get(AUTH_KEY_ENV) or None)
