@@ -117,11 +117,12 @@ class Conversation:
                 f"no session {session_id!r} for this key", status=404, kind="not_found"
             )
         covered = self.store.proxy_head_messages(session_id)
-        found = self.store.find_proxy_heads(self.tenant, self.heads[covered - 1 : covered])
-        if covered and found.get(self.heads[covered - 1]) == session_id:
-            return session_id, covered
         if covered == 0:
             return session_id, 0
+        if covered <= len(self.heads):
+            head = self.heads[covered - 1]
+            if self.store.find_proxy_heads(self.tenant, [head]).get(head) == session_id:
+                return session_id, covered
         self.forked_from = session_id
         return None, 0
 
