@@ -5,20 +5,24 @@ Code (a separate process) talk to them over TCP, and streaming must go through r
 catch what buffering would hide. :func:`serve` starts uvicorn in a daemon thread on a socket it
 binds itself to ``127.0.0.1:0``, so the kernel picks a free port and no other process can take it
 between choosing and listening (the race a "find a free port, then start the server" helper has).
+:class:`Recorder` wraps an app to record what its clients sent and got.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
 
 import uvicorn
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["serve"]
+__all__ = ["RecordedExchange", "Recorder", "serve"]
 
 STARTUP_TIMEOUT = 30.0
 """Seconds uvicorn gets to start listening before :func:`serve` gives up."""
@@ -73,3 +77,72 @@ def _wait_started(server: uvicorn.Server, thread: threading.Thread) -> None:
             server.should_exit = True
             raise RuntimeError(f"uvicorn did not start within {STARTUP_TIMEOUT:g}s")
         time.sleep(0.01)
+
+
+@dataclass
+class RecordedExchange:
+    """One HTTP request an app behind a :class:`Recorder` received, and its response."""
+
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes
+    status: int | None = None
+    response: bytearray = field(default_factory=bytearray)
+
+    def json(self) -> Any:
+        """The request body parsed as JSON (None when it is empty or not JSON)."""
+        try:
+            return json.loads(self.body) if self.body else None
+        except ValueError:
+            return None
+
+
+class Recorder:
+    """An ASGI app that passes everything to ``app`` and records each HTTP request with its
+    response (streamed bodies included) in :attr:`exchanges`: what a client really sent to,
+    and got from, a server the test does not own (the proxy)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.exchanges: list[RecordedExchange] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # lifespan: the app's startup and shutdown, untouched
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        record = RecordedExchange(
+            method=scope["method"],
+            path=scope["path"],
+            query=scope.get("query_string", b"").decode("latin-1"),
+            headers=headers,
+            body=b"".join(chunks),
+        )
+        self.exchanges.append(record)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": record.body, "more_body": False}
+            return await receive()
+
+        async def capture(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                record.status = message["status"]
+            elif message["type"] == "http.response.body":
+                record.response.extend(message.get("body", b""))
+            await send(message)
+
+        await self.app(scope, replay, capture)

@@ -201,7 +201,8 @@ def test_anthropic_overflow_is_a_context_overflow(
     with pytest.raises(ContextOverflowError) as mapped, mapping:
         claude.messages.create(**request, stream=True)
     assert mapped.value.limit == 2_000
-    assert mapped.value.prompt_tokens == upstream.requests[-1].input_tokens > 2_000
+    refused = upstream.requests[-1].input_tokens
+    assert refused is not None and mapped.value.prompt_tokens == refused > 2_000
 
 
 def test_script_errors_pass_through(claude: anthropic.Anthropic, replies: Replies) -> None:
@@ -300,7 +301,8 @@ def test_openai_overflow_is_a_context_overflow(
     with pytest.raises(ContextOverflowError) as mapped, mapping:
         gpt.chat.completions.create(**request, stream=True)
     assert mapped.value.limit == 2_000
-    assert mapped.value.prompt_tokens == upstream.requests[-1].input_tokens > 2_000
+    refused = upstream.requests[-1].input_tokens
+    assert refused is not None and mapped.value.prompt_tokens == refused > 2_000
 
 
 def test_openai_models(gpt: openai.OpenAI) -> None:
@@ -313,3 +315,16 @@ def test_unknown_paths_are_recorded_and_refused(base_url: str, upstream: Scripte
         client.post("/v1/files", cast_to=object, body={"x": 1})
     [recorded] = upstream.requests
     assert (recorded.path, recorded.protocol, recorded.body) == ("/v1/files", None, {"x": 1})
+
+
+def test_system_messages_inside_the_conversation_are_counted() -> None:
+    # Claude Code sends `system` role messages inside `messages`; the upstream counts them.
+    counter = default_counter("anthropic")
+    plain = ask_claude()
+    with_system = ask_claude()
+    reminder = "Reminder: the task tools have not been used recently. " * 20
+    with_system["messages"] = [*plain["messages"], {"role": "system", "content": reminder}]
+    added = count_input_tokens("anthropic", with_system, counter) - count_input_tokens(
+        "anthropic", plain, counter
+    )
+    assert added >= counter.count_text(reminder)

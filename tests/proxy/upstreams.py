@@ -45,6 +45,8 @@ from starlette.types import Receive, Scope, Send
 
 from contextfold.formats import from_anthropic, from_openai
 from contextfold.formats._common import tool_specs
+from contextfold.formats.anthropic import from_anthropic_message
+from contextfold.messages import Message
 from contextfold.tokens import TokenCounter, counter_for
 
 __all__ = [
@@ -59,6 +61,7 @@ __all__ = [
     "count_input_tokens",
     "default_counter",
     "openai_overflow",
+    "request_messages",
 ]
 
 Protocol = Literal["anthropic", "openai"]
@@ -113,14 +116,36 @@ def default_counter(protocol: Protocol) -> TokenCounter:
     return counter_for("anthropic" if protocol == "anthropic" else "o200k_base")
 
 
+def request_messages(protocol: Protocol, body: Mapping[str, Any]) -> list[Message]:
+    """The messages of a request body as contextfold reads them, the system prompt first."""
+    raw_messages = body.get("messages") or []
+    if protocol == "openai":
+        return from_openai(raw_messages)
+    messages = from_anthropic([], system=body.get("system"))
+    call_names: dict[str, str] = {}
+    for index, raw in enumerate(raw_messages):
+        if isinstance(raw, Mapping) and raw.get("role") == "system":
+            # A system message inside the conversation (Claude Code sends them, under the beta
+            # "mid-conversation-system-2026-04-07"); contextfold's reader takes the system
+            # prompt only from the "system" parameter.
+            messages += from_anthropic([], system=_system_text(raw.get("content")))
+        else:
+            messages += from_anthropic_message(raw, call_names=call_names, index=index)
+    return messages
+
+
 def count_input_tokens(protocol: Protocol, body: Mapping[str, Any], counter: TokenCounter) -> int:
     """Prompt tokens of a request body: its system text, tool definitions and messages."""
-    raw_messages = body.get("messages") or []
-    if protocol == "anthropic":
-        messages = from_anthropic(raw_messages, system=body.get("system"))
-    else:
-        messages = from_openai(raw_messages)
+    messages = request_messages(protocol, body)
     return counter.count_request(messages, tools=tool_specs(body.get("tools")))
+
+
+def _system_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n\n".join(
+            str(block.get("text", "")) for block in content if isinstance(block, Mapping)
+        )
+    return str(content or "")
 
 
 def anthropic_overflow(tokens: int, window: int) -> dict[str, Any]:
