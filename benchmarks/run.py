@@ -114,6 +114,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "10",
         aliases=("cache",),
     ),
+    Benchmark(
+        "proxy",
+        False,  # the transcript replay part is skipped without ../shared/data; the rest runs
+        "contextfold proxy: overhead per request at 1k/10k/100k tokens (vs calling the upstream "
+        "directly), throughput with 2 workers, tokens sent upstream on replayed transcripts",
+        "3",
+    ),
 )
 
 
