@@ -21,6 +21,7 @@ from contextfold import (
     ContextPolicy,
     Message,
     ScriptedModel,
+    Session,
     ToolCallPart,
     model_for_window,
     validate,
@@ -67,7 +68,7 @@ def scripted_agent(rng: random.Random) -> ScriptedModel:
 
 def run_session(
     store: str, turns: int, seed: int = 7
-) -> tuple[ContextEngine, list[str], MemorySink]:
+) -> tuple[ContextEngine, Session, list[str], MemorySink]:
     sink = MemorySink()
     engine = ContextEngine(
         model_for_window(WINDOW, max_output_tokens=2_000),
@@ -89,34 +90,32 @@ def run_session(
         output = tool_output(rng, turn)
         outputs.append(output)
         session.add_tool_result(response.tool_calls[0].call_id, output)
-    return engine, outputs, sink
+    return engine, session, outputs, sink
 
 
 @pytest.fixture(scope="module")
 def long_session(
     tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[ContextEngine, list[str], MemorySink, Path]:
+) -> tuple[ContextEngine, Session, list[str], MemorySink, Path]:
     path = tmp_path_factory.mktemp("e2e") / "sessions.db"
-    engine, outputs, sink = run_session(str(path), 300)
-    return engine, outputs, sink, path
+    engine, session, outputs, sink = run_session(str(path), 300)
+    return engine, session, outputs, sink, path
 
 
 def test_every_request_fits_and_the_engine_compacted(
-    long_session: tuple[ContextEngine, list[str], MemorySink, Path],
+    long_session: tuple[ContextEngine, Session, list[str], MemorySink, Path],
 ) -> None:
-    engine, _, sink, _ = long_session
+    engine, session, _, sink, _ = long_session
     kinds = {type(e).__name__ for e in sink.events}
     assert {"ObservationsMasked", "OutputOffloaded", "OutputTruncated", "TokenUsage"} <= kinds
-    session = engine._sessions[0]
     assert len(session.view) < 300  # the view stayed bounded while the transcript grew
     assert engine.store.last_seq(session.id) == 1 + 2 * 300
 
 
 def test_every_output_stays_readable(
-    long_session: tuple[ContextEngine, list[str], MemorySink, Path],
+    long_session: tuple[ContextEngine, Session, list[str], MemorySink, Path],
 ) -> None:
-    engine, outputs, _, _ = long_session
-    session = engine._sessions[0]
+    engine, session, outputs, _, _ = long_session
     stored = [
         m.tool_results[0] for _, m in engine.store.iter_messages(session.id) if m.role == "tool"
     ]
@@ -140,10 +139,9 @@ def test_every_output_stays_readable(
 
 
 def test_resume_in_a_new_process_gives_the_identical_next_request(
-    long_session: tuple[ContextEngine, list[str], MemorySink, Path],
+    long_session: tuple[ContextEngine, Session, list[str], MemorySink, Path],
 ) -> None:
-    engine, _, _, path = long_session
-    session = engine._sessions[0]
+    _, session, _, _, path = long_session
     expected = session.prepare(system=SYSTEM).to_chat_request()
     script = textwrap.dedent(
         f"""

@@ -69,7 +69,16 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("engine", ("contextfold.engine",)),
-    ("applications", ("contextfold.agent", "contextfold.cli", "contextfold.replay", "contextfold")),
+    (
+        "applications",
+        (
+            "contextfold.agent",
+            "contextfold.cli",
+            "contextfold.proxy",
+            "contextfold.replay",
+            "contextfold",
+        ),
+    ),
 )
 """Each layer and the modules (or packages) in it, from the bottom up."""
 

@@ -177,8 +177,7 @@ def test_an_overflow_the_engine_raised_is_not_recovered_from(make_engine: Engine
     """Nothing was sent: the engine's own overflow is not a provider's refusal, and compacting
     again would not tell the truth about it."""
     engine, sink = make_engine()
-    start(engine)
-    session = engine._sessions[0]
+    session = start(engine).session
     own = ContextOverflowError("the request needs more", provider="contextfold")
     with pytest.raises(ContextOverflowError) as raised:
         session.recover(own)

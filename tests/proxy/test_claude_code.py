@@ -62,9 +62,6 @@ WINDOW = 36_000
 before the first turn; its requests grow past 100k, so the proxy must cut, offload, mask and
 compact."""
 
-SYSTEM_MESSAGE_REFUSAL = "expected a user or assistant message"
-"""How the proxy refuses a ``system`` role message inside ``messages`` (see the xfail below)."""
-
 
 @dataclass(frozen=True)
 class ClaudeRun:
@@ -223,12 +220,6 @@ def test_claude_code_through_the_proxy(
 
     client = [e for e in client_side.exchanges if e.path == "/v1/messages"]
     refusals = _refusals(client_side.exchanges)
-    if run.returncode != 0 and SYSTEM_MESSAGE_REFUSAL in refusals:
-        # A known gap, reported: this test runs in full as soon as the proxy carries them.
-        pytest.xfail(
-            "contextfold proxy refuses the `system` role messages Claude Code puts inside "
-            f"`messages` (beta mid-conversation-system-2026-04-07):{refusals}"
-        )
     assert run.returncode == 0, run.failure() + refusals
     assert FINAL_TEXT in run.stdout
 

@@ -82,17 +82,22 @@ def to_anthropic(
     system: str | Sequence[str] | None = None,
     system_breakpoints: Iterable[int] = (),
     message_breakpoints: Iterable[int] = (),
+    inline_system: bool = False,
 ) -> AnthropicRequest:
     """Render neutral messages as a messages-API request.
 
     ``system`` is one string or several blocks; system messages found in ``messages`` are added
-    after them. ``system_breakpoints`` are indexes into the final system blocks and
+    after them, or, with ``inline_system``, stay where they are as ``"system"`` messages (the
+    form of Anthropic's mid-conversation system beta, which Claude Code sends: moving them into
+    the system prompt would change the cached prefix each time one is added).
+    ``system_breakpoints`` are indexes into the final system blocks and
     ``message_breakpoints`` indexes into ``messages`` (the neutral list, agent-visible ones only)
     whose last wire block gets ``cache_control``.
     """
     visible = [m for m in messages if m.meta.agent_visible]
     system_texts = [system] if isinstance(system, str) else list(system or ())
-    system_texts += [m.text for m in visible if m.role == "system"]
+    if not inline_system:
+        system_texts += [m.text for m in visible if m.role == "system"]
     request = AnthropicRequest()
     # Breakpoint indexes refer to the caller's blocks; empty blocks are not sent, so a mark on
     # one moves to the nearest earlier block that is (it caches the same prefix).
@@ -107,6 +112,13 @@ def to_anthropic(
 
     marked = set(message_breakpoints)
     for index, message in enumerate(visible):
+        if message.role == "system" and inline_system:
+            request.messages.append(
+                {"role": "system", "content": [{"type": "text", "text": message.text}]}
+            )
+            if index in marked:
+                _mark_last_cacheable_block(request.messages[-1])
+            continue
         blocks = [] if message.role == "system" else _blocks(message)
         if blocks:
             role = "assistant" if message.role == "assistant" else "user"

@@ -55,13 +55,16 @@ def encode_request(
     model: str | None = None,
     stream: bool = False,
     default_max_tokens: int = DEFAULT_MAX_TOKENS,
+    inline_system: bool = False,
 ) -> dict[str, Any]:
     """Keyword arguments for ``client.messages.create`` that send ``request``.
 
     With ``model`` they are complete; without it they are the request's wire form alone, to
     inspect or measure. Empty blocks are left out and the cache breakpoints capped at
     :data:`MAX_CACHE_BREAKPOINTS` (see the module docstring). ``default_max_tokens`` is the
-    reply budget when the request gives none. ``temperature`` and ``extra`` travel as the SDK's
+    reply budget when the request gives none; ``inline_system`` keeps system messages of the
+    conversation in place (see :func:`~contextfold.formats.anthropic.to_anthropic`).
+    ``temperature`` and ``extra`` travel as the SDK's
     ``extra_body`` (fields of the same body); ``prompt_cache_key`` is OpenAI's and is not sent.
     """
     wire = to_anthropic(
@@ -69,6 +72,7 @@ def encode_request(
         system=[b.text for b in request.system],
         system_breakpoints=[i for i, b in enumerate(request.system) if b.cache],
         message_breakpoints=_visible_breakpoints(request.messages, request.message_breakpoints),
+        inline_system=inline_system,
     )
     tools = tools_to_anthropic(request.tools, cache_last=request.cache_tools)
     limit_cache_breakpoints(tools, wire.system, wire.messages)

@@ -45,10 +45,9 @@ def _arguments(text: str) -> object:
         return text
 
 
-def _part(part: object, *, last: bool) -> list[object]:
+def _part(part: object) -> list[object]:
     if isinstance(part, TextPart):
-        # Trailing whitespace of a reply is what clients most often trim when resending it.
-        return ["text", part.text.rstrip() if last else part.text]
+        return ["text", part.text.strip()]
     if isinstance(part, ToolCallPart):
         return ["call", part.call_id, part.name, _arguments(part.arguments)]
     if isinstance(part, ToolResultPart):
@@ -64,13 +63,18 @@ def _part(part: object, *, last: bool) -> list[object]:
 def message_digest(messages: Sequence[Message]) -> bytes:
     """The digest of one client message (which may read as several neutral messages).
 
-    Thinking is left out: some clients drop reasoning or re-sign it when they resend a reply,
-    and it never tells two conversations apart.
+    Left out, because clients change them when they resend a reply and they never tell two
+    conversations apart: thinking (dropped or re-signed), whitespace around text, and text
+    blocks holding nothing but whitespace (trimmed or dropped).
     """
     canonical: list[object] = []
     for message in messages:
-        parts = [p for p in message.parts if not isinstance(p, ThinkingPart)]
-        encoded = [_part(p, last=i == len(parts) - 1) for i, p in enumerate(parts)]
+        encoded = [
+            _part(p)
+            for p in message.parts
+            if not isinstance(p, ThinkingPart)
+            and not (isinstance(p, TextPart) and not p.text.strip())
+        ]
         canonical.append([message.role, encoded])
     text = json.dumps(canonical, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).digest()

@@ -54,7 +54,7 @@ def stream_error(error: ClientError) -> bytes:
     return sse(error_body(error), "error")
 
 
-def _system_text(system: Any) -> str:
+def _system_text(system: Any, where: str = "system") -> str:
     if system is None:
         return ""
     if isinstance(system, str):
@@ -63,10 +63,10 @@ def _system_text(system: Any) -> str:
         texts = []
         for block in system:
             if not isinstance(block, Mapping) or block.get("type") != "text":
-                raise ClientError("system: only text blocks are supported")
+                raise ClientError(f"{where}: only text blocks are supported")
             texts.append(str(block.get("text", "")))
         return "\n\n".join(texts)
-    raise ClientError("system: expected a string or a list of text blocks")
+    raise ClientError(f"{where}: expected a string or a list of text blocks")
 
 
 def _check_blocks(index: int, role: str, content: Any) -> None:
@@ -128,8 +128,12 @@ def parse_request(body: Any) -> ClientRequest:
     names: dict[str, str] = {}
     messages: list[list[Message]] = []
     for index, raw in enumerate(raw_messages):
-        if not isinstance(raw, Mapping) or raw.get("role") not in ("user", "assistant"):
-            raise ClientError(f"messages.{index}: expected a user or assistant message")
+        if not isinstance(raw, Mapping) or raw.get("role") not in ("user", "assistant", "system"):
+            raise ClientError(f"messages.{index}: expected a user, assistant or system message")
+        if raw["role"] == "system":  # the mid-conversation system beta (Claude Code sends it)
+            text = _system_text(raw.get("content"), f"messages.{index}.content")
+            messages.append([Message.system(text)])
+            continue
         _check_blocks(index, str(raw["role"]), raw.get("content"))
         try:
             messages.append(from_anthropic_message(raw, call_names=names, index=index))
@@ -155,8 +159,11 @@ def upstream_body(
 ) -> dict[str, Any]:
     """The body the upstream receives: the engine's view, with the client's other fields and
     its own tool definitions as it wrote them (plus the engine's tools)."""
+    inline_system = any(m.role == "system" for m in client.flat_messages)
     encoded = anthropic_wire.encode_request(
-        prepared.to_chat_request(max_tokens=max_tokens), model=client.model
+        prepared.to_chat_request(max_tokens=max_tokens),
+        model=client.model,
+        inline_system=inline_system,
     )
     body = {k: v for k, v in client.body.items() if k not in _ENGINE_OWNED}
     body.update({k: v for k, v in encoded.items() if k != "model"})
