@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -394,6 +395,7 @@ _NOT_A_SECRET = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=4096)  # the same keys recur in every stored state and event
 def name_kind(name: str) -> str | None:
     """The kind of credential a variable, key or flag name announces (``password``,
     ``secret``, ``token``, ``key``), or None (``max_tokens``, ``key_id``, ``password_hash``)."""

@@ -25,10 +25,18 @@ from contextfold.formats.anthropic import from_anthropic_message, tools_to_anthr
 from contextfold.formats.openai import tools_to_openai
 from contextfold.messages import Message, TextPart, ThinkingPart
 from contextfold.proxy import ProxyConfig, create_app
-from contextfold.proxy._identity import message_digest
 from contextfold.store import open_store
 from tests.proxy.servers import serve
 from tests.proxy.upstreams import Protocol, Reply, ScriptedUpstream, ToolCall, UpstreamError
+
+
+def _said(message: Message) -> tuple[object, ...]:
+    """What a message says, for comparing a stored message with the one the client sent."""
+    calls = tuple(
+        (c.call_id, c.name, json.dumps(c.args(), sort_keys=True)) for c in message.tool_calls
+    )
+    return message.role, message.text.strip(), calls
+
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "trajectories"
 WINDOW = 32_000
@@ -198,14 +206,14 @@ def _missing_from_store(store_path: Path, session_id: str, sent: list[Message]) 
     per message, and a large one as a cut version whose full text is a blob it names."""
     with open_store(store_path) as store:
         stored = [m for _, m in store.iter_messages(session_id)]
-        digests = {message_digest([m]) for m in stored if m.role != "tool"}
+        digests = {_said(m) for m in stored if m.role != "tool"}
         results = {r.call_id: r.content for m in stored for r in m.tool_results}
         missing: list[str] = []
         for index, message in enumerate(sent):
             if message.role == "system":
                 continue
             if message.role != "tool":
-                if message_digest([message]) not in digests:
+                if _said(message) not in digests:
                     missing.append(f"message {index} ({message.role})")
                 continue
             for result in message.tool_results:

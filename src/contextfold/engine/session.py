@@ -169,6 +169,14 @@ class Session:
         return self._core.output_limits
 
     @property
+    def stored_head(self) -> tuple[int, int]:
+        """Where this session's writer stands in the store: its last message seq and last edit
+        number. A host keeping sessions between requests compares it with the store's own
+        (:meth:`~contextfold.store.SQLiteStore.session_head`) to know it is still current."""
+        writer = self._core.writer
+        return writer.last_seq, writer.last_edit
+
+    @property
     def persisted(self) -> bool:
         """False once the store failed and the session went on in memory."""
         return self._core.writer.store_ok

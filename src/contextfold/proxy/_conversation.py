@@ -14,7 +14,8 @@ from contextfold._exceptions import ConcurrentWriteError, ContextOverflowError, 
 from contextfold.engine import ContextEngine, PreparedRequest, Session
 from contextfold.messages import Message, ToolResultPart
 from contextfold.proxy._engines import ProxyStore
-from contextfold.proxy._identity import chain_heads, extend_head, message_digest
+from contextfold.proxy._identity import chain_heads, extend_head
+from contextfold.proxy._kept_sessions import KeptSessions
 from contextfold.proxy._wire import ClientError, ClientRequest, RoundReply
 from contextfold.tools import engine_tools
 
@@ -48,13 +49,15 @@ class Conversation:
         client: ClientRequest,
         *,
         explicit_session: str | None = None,
+        kept: KeptSessions | None = None,
     ) -> None:
         self.engine = engine
+        self.kept = kept
         self.store = store
         self.tenant = tenant
         self.client = client
         self.explicit_session = explicit_session
-        self.heads = chain_heads([message_digest(group) for group in client.messages])
+        self.heads = chain_heads(client.digests)
         self.session: Session | None = None
         self.forked_from: str | None = None
         self.appended = 0
@@ -81,12 +84,24 @@ class Conversation:
             session = self._new_session()
             start = 0
         else:
-            session = self.engine.resume(session_id)
-        self._append(session, self.client.messages[start:])
-        self.appended = len(self.client.messages) - start
+            session = self._resume(session_id)
+        self._append(session, self.client.read(start))
+        self.appended = len(self.heads) - start
         self.store.record_proxy_head(self.tenant, self.heads[-1], session.id, len(self.heads))
         self.session = session
         return session
+
+    def _resume(self, session_id: str) -> Session:
+        if self.kept is not None:
+            kept = self.kept.take(session_id, self.store.session_head(session_id))
+            if kept is not None:
+                return kept
+        return self.engine.resume(session_id)
+
+    def release(self) -> None:
+        """The request is over: keep its session for the conversation's next request."""
+        if self.kept is not None and self.session is not None:
+            self.kept.keep(self.session)
 
     def _locate(self) -> tuple[str | None, int]:
         """The session this request continues and how many of its messages it already holds;
@@ -127,8 +142,7 @@ class Conversation:
         return None, 0
 
     def _new_session(self) -> Session:
-        first_user = next((m.text for m in self.client.flat_messages if m.role == "user"), "")
-        title = " ".join(first_user.split())[:_TITLE_CHARS] or None
+        title = " ".join(self.client.first_user_text.split())[:_TITLE_CHARS] or None
         explicit = self.explicit_session if self.forked_from is None else None
         metadata = {
             "proxy": {
@@ -206,11 +220,12 @@ class Conversation:
 
     # -- after the reply -----------------------------------------------------------------------
 
-    def finish(self, visible: Sequence[Message], tally: Mapping[str, int]) -> None:
+    def finish(self, visible: bytes, tally: Mapping[str, int]) -> None:
         """Record the prefix the client's next request will start with (its history, then the
-        reply it got), and add this request's figures to the session's."""
+        reply it got, as ``visible``, its digest), and add this request's figures to the
+        session's."""
         session = self.current
-        head = extend_head(self.heads[-1], message_digest(visible))
+        head = extend_head(self.heads[-1], visible)
         self.store.record_proxy_head(self.tenant, head, session.id, len(self.heads) + 1)
         info = self.store.get_session(session.id)
         metadata: dict[str, Any] = dict(info.metadata or {})

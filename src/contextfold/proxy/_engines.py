@@ -9,6 +9,8 @@ from typing import Protocol
 from contextfold._exceptions import UnknownModelError
 from contextfold.engine import ContextEngine, ContextPolicy
 from contextfold.models import ModelInfo, Provider, default_registry
+from contextfold.proxy._kept_sessions import KeptSessions
+from contextfold.proxy._tally import TokenTally
 from contextfold.proxy._wire import ClientError
 from contextfold.proxy.config import ProxyConfig
 from contextfold.store import BrowsableSessionStore
@@ -24,6 +26,7 @@ class ProxyStore(BrowsableSessionStore, Protocol):
     def record_proxy_head(self, tenant: str, head: str, session_id: str, messages: int) -> None: ...
     def find_proxy_heads(self, tenant: str, heads: list[str]) -> dict[str, str]: ...
     def proxy_head_messages(self, session_id: str) -> int: ...
+    def session_head(self, session_id: str) -> tuple[int, int]: ...
 
 
 class Engines:
@@ -38,6 +41,9 @@ class Engines:
         self.config = config
         self.store = store
         self._engines: dict[tuple[Provider, str], ContextEngine] = {}
+        self.kept: dict[int, KeptSessions] = {}
+        """Per engine (by ``id``): the sessions its worker keeps between requests."""
+        self.client_tokens = TokenTally()
         self._lock = threading.Lock()
 
     def for_model(self, client_model: str, provider: Provider) -> ContextEngine:
@@ -48,6 +54,7 @@ class Engines:
             if engine is None:
                 engine = self._make(client_model, provider)
                 self._engines[key] = engine
+                self.kept[id(engine)] = KeptSessions()
             return engine
 
     def _model(self, client_model: str, provider: Provider) -> ModelInfo:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -17,7 +17,6 @@ import httpx
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from contextfold._exceptions import ContextOverflowError
-from contextfold.messages import Message
 from contextfold.providers._errors import error_from_response
 from contextfold.proxy._conversation import ENGINE_TOOL_NAMES, Conversation
 from contextfold.proxy._engines import Engines, ProxyStore
@@ -61,7 +60,7 @@ class WireSide(Protocol):
         self, body: Mapping[str, Any], engine_tools: Collection[str], /
     ) -> tuple[RoundReply, Any]: ...
     def join(self, pieces: Sequence[Any], /) -> Any: ...
-    def visible_message(self, visible: Any, /) -> list[Message]: ...
+    def visible_digest(self, visible: Any, /) -> bytes: ...
     def client_body(
         self, final: Mapping[str, Any], visible: Any, stop: str | None, usage: Mapping[str, Any], /
     ) -> dict[str, Any]: ...
@@ -114,26 +113,19 @@ class Exchange:
         config = self.state.config
         provider = _provider(self.protocol, config.upstream)
         engine = self.state.engines.for_model(self.client.model, provider)
+        engines = self.state.engines
         conversation = Conversation(
             engine,
             self.state.store,
             self.tenant,
             self.client,
             explicit_session=self.explicit_session,
+            kept=engines.kept.get(id(engine)),
         )
-        session = await anyio.to_thread.run_sync(conversation.open)
-        self.log.update(
-            session=session.id, forked_from=conversation.forked_from, appended=conversation.appended
-        )
-        self.tally["client_tokens"] = await anyio.to_thread.run_sync(
-            lambda: engine.counter.count_request(
-                self.client.flat_messages, system=self.client.system, tools=self.client.tools
-            )
-        )
-        headers = {SESSION_HEADER: session.id}
-        if config.dry_run:
+        body = await anyio.to_thread.run_sync(self._begin, conversation)
+        headers = {SESSION_HEADER: conversation.current.id}
+        if body is None:
             return await self._shadow(conversation, headers)
-        body = await self._next_body(conversation, 0)
         if self.client.stream:
             first = await self._call(conversation, body, 0)
             return StreamingResponse(
@@ -141,15 +133,28 @@ class Exchange:
             )
         return await self._plain(conversation, body, headers)
 
-    # -- the engine's request ----------------------------------------------------------------
+    # -- the engine's work (on a worker thread: it reads and writes the store) -------------------
 
-    async def _next_body(self, conversation: Conversation, rounds: int) -> dict[str, Any]:
+    def _begin(self, conversation: Conversation) -> dict[str, Any] | None:
+        """Open the conversation and count what the client sent; the first upstream body, or
+        None in a dry run (the client's own body goes up)."""
+        session = conversation.open()
+        self.log.update(
+            session=session.id, forked_from=conversation.forked_from, appended=conversation.appended
+        )
+        self.tally["client_tokens"] = self.state.engines.client_tokens.count(
+            conversation.engine.counter, self.client
+        )
+        if self.state.config.dry_run:
+            return None
+        return self._body_for(conversation, 0)
+
+    def _body_for(self, conversation: Conversation, rounds: int) -> dict[str, Any]:
+        """The engine's next request, as the upstream's body."""
         # The last round the proxy may take offers no engine tool: its reply is the client's.
         offer = rounds + 1 < self.state.config.max_engine_rounds
         try:
-            prepared = await anyio.to_thread.run_sync(
-                lambda: conversation.prepare(engine_tools=offer)
-            )
+            prepared = conversation.prepare(engine_tools=offer)
         except ContextOverflowError as exc:
             raise ClientError(f"contextfold proxy: {exc}") from None
         max_tokens, clamped = conversation.reply_budget(prepared)
@@ -167,6 +172,23 @@ class Exchange:
         )
         self.log["zone"] = prepared.zone
         return self.side.upstream_body(self.client, prepared, max_tokens=max_tokens)
+
+    def _after_reply(
+        self, conversation: Conversation, reply: RoundReply, rounds: int, visible: Callable[[], Any]
+    ) -> dict[str, Any] | None:
+        """Record one upstream reply; the next upstream body when the engine's own tools were
+        answered and the model must go on, else None once the exchange is recorded whole
+        (``visible``: what the client received, read when it is complete)."""
+        self._count(reply)
+        if conversation.add_reply(reply):
+            return self._body_for(conversation, rounds)
+        conversation.finish(self.side.visible_digest(visible()), self.tally)
+        conversation.release()
+        self.log["rounds"] = rounds
+        return None
+
+    async def _next_body(self, conversation: Conversation, rounds: int) -> dict[str, Any]:
+        return await anyio.to_thread.run_sync(self._body_for, conversation, rounds)
 
     async def _call(
         self, conversation: Conversation, body: dict[str, Any], rounds: int
@@ -239,10 +261,6 @@ class Exchange:
     def _engine_tools(self, conversation: Conversation) -> Collection[str]:
         return ENGINE_TOOL_NAMES if conversation.engine_tools else ()
 
-    async def _finish(self, conversation: Conversation, visible: Any) -> None:
-        message = self.side.visible_message(visible)
-        await anyio.to_thread.run_sync(lambda: conversation.finish(message, self.tally))
-
     # -- answering -------------------------------------------------------------------------------
 
     async def _plain(
@@ -251,22 +269,19 @@ class Exchange:
         pieces: list[Any] = []
         usage: dict[str, Any] = {}
         rounds = 0
-        while True:
-            response = await self._call(conversation, body, rounds)
+        next_body: dict[str, Any] | None = body
+        while next_body is not None:
+            response = await self._call(conversation, next_body, rounds)
             final = _json_object(await response.aread())
             await response.aclose()
             reply, piece = self.side.read_body(final, self._engine_tools(conversation))
-            self._count(reply)
             pieces.append(piece)
             usage = add_usage(usage, reply.raw_usage)
-            again = await anyio.to_thread.run_sync(conversation.add_reply, reply)
             rounds += 1
-            if not again:
-                break
-            body = await self._next_body(conversation, rounds)
+            next_body = await anyio.to_thread.run_sync(
+                self._after_reply, conversation, reply, rounds, lambda: self.side.join(pieces)
+            )
         visible = self.side.join(pieces)
-        await self._finish(conversation, visible)
-        self.log["rounds"] = rounds
         return JSONResponse(
             self.side.client_body(final, visible, reply.stop, usage), headers=headers
         )
@@ -288,13 +303,13 @@ class Exchange:
                     self.log["error"] = "the upstream stream ended before the reply did"
                     return
                 reply = relay.reply()
-                self._count(reply)
-                again = await anyio.to_thread.run_sync(conversation.add_reply, reply)
                 rounds += 1
-                if not again:
-                    break
                 try:
-                    body = await self._next_body(conversation, rounds)
+                    body = await anyio.to_thread.run_sync(
+                        self._after_reply, conversation, reply, rounds, lambda: relay.visible
+                    )
+                    if body is None:
+                        break
                     response = await self._call(conversation, body, rounds)
                 except UpstreamRefused as refused:
                     message = refused.body[:2000].decode("utf-8", errors="replace")
@@ -307,11 +322,8 @@ class Exchange:
                     return
             for chunk in relay.finish(reply.stop):
                 yield chunk
-            await self._finish(conversation, relay.visible)
-            self.log["rounds"] = rounds
         finally:
             await response.aclose()
-            self.log["status"] = self.log.get("status", 200)
             write_access_log(self.log, self.tally)
 
     async def _shadow(self, conversation: Conversation, headers: dict[str, str]) -> Response:
@@ -326,9 +338,9 @@ class Exchange:
             raw = await response.aread()
             await response.aclose()
             reply, piece = self.side.read_body(_json_object(raw), ())
-            self._count(reply)
-            await anyio.to_thread.run_sync(conversation.add_reply, reply)
-            await self._finish(conversation, self.side.join([piece]))
+            await anyio.to_thread.run_sync(
+                self._after_reply, conversation, reply, 1, lambda: self.side.join([piece])
+            )
             media = response.headers.get("content-type", "application/json")
             return Response(
                 raw, status_code=response.status_code, media_type=media, headers=headers
@@ -350,10 +362,9 @@ class Exchange:
                 for event, data in decoder.feed(chunk):
                     relay.feed(event, data)
             if relay.round_over:
-                reply = relay.reply()
-                self._count(reply)
-                await anyio.to_thread.run_sync(conversation.add_reply, reply)
-                await self._finish(conversation, relay.visible)
+                await anyio.to_thread.run_sync(
+                    self._after_reply, conversation, relay.reply(), 1, lambda: relay.visible
+                )
         finally:
             await response.aclose()
             write_access_log(self.log, self.tally)

@@ -1,11 +1,13 @@
 """Who is calling and which conversation a request continues.
 
 Clients of the proxy resend their whole history on every call. A conversation is recognised by
-a hash chain over the client's messages: ``head(k)`` digests the first ``k`` messages, each
-message by what it says (role, text, tool calls and results, images), not by how the client
-spelled it (key order, ids the client never sent, thinking blocks some clients drop). The store
-remembers which session holds which head; the longest head of an incoming request that the
-tenant has recorded is where it continues.
+a hash chain over the client's messages: ``head(k)`` digests the first ``k`` messages. Each
+protocol module reduces one wire message to what it says (role, text, tool calls and results,
+images) and leaves out what clients change when they resend a reply: key order and spacing,
+thinking (dropped or re-signed), whitespace around text, text blocks holding only whitespace.
+Digests are taken from the wire dicts directly, so a request's long prefix is never converted
+to neutral messages just to be recognised. The store remembers which session holds which head;
+the longest head of an incoming request that the tenant has recorded is where it continues.
 
 A tenant is a salted hash of the credential the client presented, so sessions of one key are
 invisible to every other key, and the key itself is never stored.
@@ -17,17 +19,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 
-from contextfold.messages import (
-    ImagePart,
-    Message,
-    SummaryPart,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolResultPart,
-)
-
-__all__ = ["chain_heads", "extend_head", "message_digest", "tenant_of"]
+__all__ = ["chain_heads", "digest_of", "extend_head", "fingerprint", "tenant_of"]
 
 
 def tenant_of(credential: str | None, salt: bytes) -> str:
@@ -37,46 +29,18 @@ def tenant_of(credential: str | None, salt: bytes) -> str:
     return "t_" + hashlib.blake2b(credential.encode(), key=salt[:64], digest_size=12).hexdigest()
 
 
-def _arguments(text: str) -> object:
-    # Clients re-serialise tool arguments (spacing, key order): compare what they mean.
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return text
+def fingerprint(value: object) -> str:
+    """A short hash of a JSON value (an image's source: compared, never kept)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _part(part: object) -> list[object]:
-    if isinstance(part, TextPart):
-        return ["text", part.text.strip()]
-    if isinstance(part, ToolCallPart):
-        return ["call", part.call_id, part.name, _arguments(part.arguments)]
-    if isinstance(part, ToolResultPart):
-        images = [hashlib.sha256(i.url.encode()).hexdigest() for i in part.images]
-        return ["result", part.call_id, part.content, part.is_error, images]
-    if isinstance(part, ImagePart):
-        return ["image", hashlib.sha256(part.url.encode()).hexdigest()]
-    if isinstance(part, SummaryPart):
-        return ["summary", part.text]
-    return ["other", type(part).__name__]
-
-
-def message_digest(messages: Sequence[Message]) -> bytes:
-    """The digest of one client message (which may read as several neutral messages).
-
-    Left out, because clients change them when they resend a reply and they never tell two
-    conversations apart: thinking (dropped or re-signed), whitespace around text, and text
-    blocks holding nothing but whitespace (trimmed or dropped).
-    """
-    canonical: list[object] = []
-    for message in messages:
-        encoded = [
-            _part(p)
-            for p in message.parts
-            if not isinstance(p, ThinkingPart)
-            and not (isinstance(p, TextPart) and not p.text.strip())
-        ]
-        canonical.append([message.role, encoded])
-    text = json.dumps(canonical, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+def digest_of(role: object, items: Sequence[object]) -> bytes:
+    """The digest of one message reduced to its role and ``items`` (each a list naming a part:
+    ``["text", ...]``, ``["call", id, name, arguments]``, ``["result", id, ...]``...)."""
+    text = json.dumps(
+        [role, list(items)], ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str
+    )
     return hashlib.sha256(text.encode()).digest()
 
 

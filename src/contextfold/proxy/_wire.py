@@ -4,7 +4,7 @@ read the same way, errors the client can read, and usage added up across rounds.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -14,6 +14,7 @@ from contextfold.tool_spec import ToolSpec
 __all__ = [
     "ClientError",
     "ClientRequest",
+    "MessageReader",
     "ProtocolName",
     "RoundReply",
     "add_usage",
@@ -37,19 +38,26 @@ class ClientError(Exception):
         self.kind = kind
 
 
+MessageReader: TypeAlias = Callable[[int, int], list[list[Message]]]
+"""Reads the client's messages ``start:stop`` into neutral messages, one list per client message
+(an Anthropic user turn with tool results reads as two); raises :class:`ClientError`."""
+
+
 @dataclass(frozen=True)
 class ClientRequest:
-    """One request as the client sent it, and read into neutral values.
+    """One request as the client sent it: checked, with a digest per message.
 
-    ``messages`` holds one list of neutral messages per client message (an Anthropic user turn
-    with tool results reads as two); ``raw_tools`` keeps the client's own tool definitions by
-    name, so the upstream receives them exactly as written.
+    The messages are read into neutral values only where they are needed (:meth:`read`): a
+    request that continues a stored session carries a long prefix the store already holds.
+    ``raw_tools`` keeps the client's own tool definitions by name, so the upstream receives
+    them exactly as written.
     """
 
     protocol: ProtocolName
     body: Mapping[str, Any]
     model: str
-    messages: Sequence[Sequence[Message]]
+    digests: Sequence[bytes]
+    reader: MessageReader
     system: str
     tools: Sequence[ToolSpec]
     raw_tools: Mapping[str, Mapping[str, Any]]
@@ -57,10 +65,13 @@ class ClientRequest:
     max_tokens: int | None
     max_tokens_field: str | None = None
     """Which body field carried ``max_tokens`` (OpenAI clients use either of two)."""
+    first_user_text: str = ""
+    has_system_messages: bool = False
+    """True when system messages sit inside the conversation (not only before it)."""
 
-    @property
-    def flat_messages(self) -> list[Message]:
-        return [m for group in self.messages for m in group]
+    def read(self, start: int = 0, stop: int | None = None) -> list[list[Message]]:
+        """The client's messages ``start:stop``, as neutral messages."""
+        return self.reader(start, len(self.digests) if stop is None else stop)
 
 
 @dataclass

@@ -11,7 +11,15 @@ from contextfold.engine import PreparedRequest
 from contextfold.formats.anthropic import from_anthropic_message, usage_from_anthropic
 from contextfold.messages import Message
 from contextfold.providers import anthropic_wire
-from contextfold.proxy._wire import ClientError, ClientRequest, RoundReply, add_usage, sse
+from contextfold.proxy._identity import digest_of, fingerprint
+from contextfold.proxy._wire import (
+    ClientError,
+    ClientRequest,
+    MessageReader,
+    RoundReply,
+    add_usage,
+    sse,
+)
 from contextfold.tool_spec import ToolSpec
 
 __all__ = [
@@ -24,7 +32,8 @@ __all__ = [
     "read_reply",
     "stream_error",
     "upstream_body",
-    "visible_message",
+    "visible_digest",
+    "wire_digest",
 ]
 
 # Blocks the engine can carry through a transcript and back. Others (documents, server tools'
@@ -111,6 +120,89 @@ def _tools(raw: Any) -> tuple[list[ToolSpec], dict[str, Mapping[str, Any]]]:
     return specs, by_name
 
 
+def _result_items(block: Mapping[str, Any]) -> list[object]:
+    content = block.get("content")
+    texts: list[str] = []
+    images: list[str] = []
+    if isinstance(content, str):
+        texts.append(content)
+    elif isinstance(content, list):
+        for item in content:
+            if isinstance(item, Mapping) and item.get("type") == "text":
+                texts.append(str(item.get("text", "")))
+            elif isinstance(item, Mapping) and item.get("type") == "image":
+                images.append(fingerprint(item.get("source")))
+    return [
+        "result",
+        block.get("tool_use_id"),
+        "\n".join(texts),
+        bool(block.get("is_error")),
+        images,
+    ]
+
+
+def wire_digest(raw: Mapping[str, Any]) -> bytes:
+    """The digest of one Messages-API message (see :mod:`contextfold.proxy._identity`)."""
+    content = raw.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    items: list[object] = []
+    for block in blocks if isinstance(blocks, list) else []:
+        kind = block.get("type") if isinstance(block, Mapping) else None
+        if kind == "text":
+            if text := str(block.get("text", "")).strip():
+                items.append(["text", text])
+        elif kind == "tool_use":
+            items.append(["call", block.get("id"), block.get("name"), block.get("input")])
+        elif kind == "tool_result":
+            items.append(_result_items(block))
+        elif kind == "image":
+            items.append(["image", fingerprint(block.get("source"))])
+    return digest_of(raw.get("role"), items)
+
+
+def _first_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    for raw in messages:
+        if raw.get("role") != "user":
+            continue
+        content = raw.get("content")
+        if isinstance(content, str):
+            return content
+        texts = [
+            str(b.get("text", ""))
+            for b in content or []
+            if isinstance(b, Mapping) and b.get("type") == "text"
+        ]
+        if texts:
+            return " ".join(texts)
+    return ""
+
+
+def _reader(raw_messages: Sequence[Mapping[str, Any]]) -> MessageReader:
+    def read(start: int, stop: int) -> list[list[Message]]:
+        # Tool results name their tool: the names come from every call before them.
+        names = {
+            str(b.get("id")): str(b.get("name"))
+            for raw in raw_messages[:stop]
+            if raw.get("role") == "assistant" and isinstance(raw.get("content"), list)
+            for b in raw["content"]
+            if isinstance(b, Mapping) and b.get("type") == "tool_use"
+        }
+        groups: list[list[Message]] = []
+        for index in range(start, stop):
+            raw = raw_messages[index]
+            if raw.get("role") == "system":
+                text = _system_text(raw.get("content"), f"messages.{index}.content")
+                groups.append([Message.system(text)])
+                continue
+            try:
+                groups.append(from_anthropic_message(raw, call_names=dict(names), index=index))
+            except FormatError as exc:
+                raise ClientError(f"messages.{index}: {exc}") from None
+        return groups
+
+    return read
+
+
 def parse_request(body: Any) -> ClientRequest:
     """The client's ``POST /v1/messages`` body, checked and read; :class:`ClientError` naming
     the field when it is not a request the proxy can carry."""
@@ -125,32 +217,28 @@ def parse_request(body: Any) -> ClientRequest:
     raw_messages = body.get("messages")
     if not isinstance(raw_messages, list) or not raw_messages:
         raise ClientError("messages: expected a non-empty list")
-    names: dict[str, str] = {}
-    messages: list[list[Message]] = []
     for index, raw in enumerate(raw_messages):
         if not isinstance(raw, Mapping) or raw.get("role") not in ("user", "assistant", "system"):
             raise ClientError(f"messages.{index}: expected a user, assistant or system message")
         if raw["role"] == "system":  # the mid-conversation system beta (Claude Code sends it)
-            text = _system_text(raw.get("content"), f"messages.{index}.content")
-            messages.append([Message.system(text)])
-            continue
-        _check_blocks(index, str(raw["role"]), raw.get("content"))
-        try:
-            messages.append(from_anthropic_message(raw, call_names=names, index=index))
-        except FormatError as exc:
-            raise ClientError(f"messages.{index}: {exc}") from None
+            _system_text(raw.get("content"), f"messages.{index}.content")
+        else:
+            _check_blocks(index, str(raw["role"]), raw.get("content"))
     tools, raw_tools = _tools(body.get("tools"))
     return ClientRequest(
         protocol="anthropic",
         body=body,
         model=model,
-        messages=messages,
+        digests=[wire_digest(raw) for raw in raw_messages],
+        reader=_reader(raw_messages),
         system=_system_text(body.get("system")),
         tools=tools,
         raw_tools=raw_tools,
         stream=bool(body.get("stream")),
         max_tokens=max_tokens,
         max_tokens_field="max_tokens",
+        first_user_text=_first_user_text(raw_messages),
+        has_system_messages=any(raw["role"] == "system" for raw in raw_messages),
     )
 
 
@@ -159,11 +247,10 @@ def upstream_body(
 ) -> dict[str, Any]:
     """The body the upstream receives: the engine's view, with the client's other fields and
     its own tool definitions as it wrote them (plus the engine's tools)."""
-    inline_system = any(m.role == "system" for m in client.flat_messages)
     encoded = anthropic_wire.encode_request(
         prepared.to_chat_request(max_tokens=max_tokens),
         model=client.model,
-        inline_system=inline_system,
+        inline_system=client.has_system_messages,
     )
     body = {k: v for k, v in client.body.items() if k not in _ENGINE_OWNED}
     body.update({k: v for k, v in encoded.items() if k != "model"})
@@ -226,9 +313,9 @@ def join(pieces: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return [block for piece in pieces for block in piece]
 
 
-def visible_message(blocks: Sequence[Mapping[str, Any]]) -> list[Message]:
-    """The reply as the client will send it back, read like any client message."""
-    return from_anthropic_message({"role": "assistant", "content": list(blocks)})
+def visible_digest(blocks: Sequence[Mapping[str, Any]]) -> bytes:
+    """The digest of the reply as the client will send it back."""
+    return wire_digest({"role": "assistant", "content": list(blocks)})
 
 
 def client_body(

@@ -11,7 +11,15 @@ from contextfold.engine import PreparedRequest
 from contextfold.formats.openai import from_openai_message, usage_from_openai
 from contextfold.messages import Message
 from contextfold.providers import openai_wire
-from contextfold.proxy._wire import ClientError, ClientRequest, RoundReply, add_usage, sse
+from contextfold.proxy._identity import digest_of, fingerprint
+from contextfold.proxy._wire import (
+    ClientError,
+    ClientRequest,
+    MessageReader,
+    RoundReply,
+    add_usage,
+    sse,
+)
 from contextfold.tool_spec import ToolSpec
 
 __all__ = [
@@ -24,13 +32,16 @@ __all__ = [
     "read_reply",
     "stream_error",
     "upstream_body",
-    "visible_message",
+    "visible_digest",
+    "wire_digest",
 ]
 
 _ENGINE_OWNED = ("messages", "tools", "max_tokens", "max_completion_tokens", "stream_options")
 """Body fields the engine writes; every other field of the client's request goes up as sent."""
 
 _CONTENT_PARTS = frozenset({"text", "image_url"})
+_SYSTEM_ROLES = ("system", "developer")
+_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
 _ERROR_TYPES = {
     "invalid_request": ("invalid_request_error", None),
@@ -94,6 +105,70 @@ def _tools(raw: Any) -> tuple[list[ToolSpec], dict[str, Mapping[str, Any]]]:
     return specs, by_name
 
 
+def _arguments(text: Any) -> Any:
+    # Clients re-serialise tool arguments (spacing, key order): compare what they mean.
+    try:
+        return json.loads(text) if isinstance(text, str) else text
+    except (ValueError, RecursionError):
+        return text
+
+
+def _content_items(content: Any) -> list[object]:
+    if isinstance(content, str):
+        return [["text", text]] if (text := content.strip()) else []
+    items: list[object] = []
+    for part in content if isinstance(content, list) else []:
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "text" and (text := str(part.get("text", "")).strip()):
+            items.append(["text", text])
+        elif kind == "image_url":
+            items.append(["image", fingerprint(part.get("image_url"))])
+    return items
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return "\n".join(
+        str(p.get("text", "")) for p in parts if isinstance(p, Mapping) and p.get("type") == "text"
+    )
+
+
+def wire_digest(raw: Mapping[str, Any]) -> bytes:
+    """The digest of one Chat Completions message (see :mod:`contextfold.proxy._identity`)."""
+    role = raw.get("role")
+    if role in ("tool", "function"):
+        result = ["result", raw.get("tool_call_id"), _content_items(raw.get("content"))]
+        return digest_of(role, [result])
+    items: list[object] = _content_items(raw.get("content"))
+    for call in raw.get("tool_calls") or []:
+        function = (call.get("function") or {}) if isinstance(call, Mapping) else {}
+        call_id = call.get("id") if isinstance(call, Mapping) else None
+        items.append(["call", call_id, function.get("name"), _arguments(function.get("arguments"))])
+    return digest_of(role, items)
+
+
+def _reader(raw_messages: Sequence[Mapping[str, Any]]) -> MessageReader:
+    def read(start: int, stop: int) -> list[list[Message]]:
+        names = {
+            str(call.get("id")): str((call.get("function") or {}).get("name"))
+            for raw in raw_messages[:stop]
+            for call in raw.get("tool_calls") or []
+            if isinstance(call, Mapping)
+        }
+        groups: list[list[Message]] = []
+        for index in range(start, stop):
+            try:
+                message = from_openai_message(raw_messages[index], call_names=names, index=index)
+            except FormatError as exc:
+                raise ClientError(f"messages[{index}]: {exc}") from None
+            groups.append([message])
+        return groups
+
+    return read
+
+
 def parse_request(body: Any) -> ClientRequest:
     """The client's ``POST /v1/chat/completions`` body, checked and read; :class:`ClientError`
     naming the field when it is not a request the proxy can carry.
@@ -111,24 +186,18 @@ def parse_request(body: Any) -> ClientRequest:
         raise ClientError("messages: expected a non-empty array")
     if body.get("n") not in (None, 1):
         raise ClientError("n: contextfold proxy carries one choice per request")
-    system: list[str] = []
-    names: dict[str, str] = {}
-    messages: list[list[Message]] = []
     for index, raw in enumerate(raw_messages):
         if not isinstance(raw, Mapping):
             raise ClientError(f"messages[{index}]: expected an object")
+        if raw.get("role") not in _ROLES:
+            raise ClientError(f"messages[{index}].role: expected one of {', '.join(_ROLES)}")
         _check_content(index, raw.get("content"))
-        try:
-            message = from_openai_message(raw, call_names=names, index=index)
-        except FormatError as exc:
-            raise ClientError(f"messages[{index}]: {exc}") from None
-        for call in message.tool_calls:
-            names[call.call_id] = call.name
-        if message.role == "system" and not messages:
-            system.append(message.text)
-            continue
-        messages.append([message])
-    if not messages:
+    leading = 0
+    while leading < len(raw_messages) and raw_messages[leading].get("role") in _SYSTEM_ROLES:
+        leading += 1
+    system = [text for raw in raw_messages[:leading] if (text := _text(raw.get("content")))]
+    conversation = raw_messages[leading:]
+    if not conversation:
         raise ClientError("messages: expected at least one message after the system prompt")
     field = next((f for f in ("max_completion_tokens", "max_tokens") if f in body), None)
     max_tokens = body.get(field) if field else None
@@ -137,17 +206,21 @@ def parse_request(body: Any) -> ClientRequest:
     ):
         raise ClientError(f"{field}: expected a positive integer")
     tools, raw_tools = _tools(body.get("tools"))
+    first_user = next((m for m in conversation if m.get("role") == "user"), None)
     return ClientRequest(
         protocol="openai",
         body=body,
         model=model,
-        messages=messages,
+        digests=[wire_digest(raw) for raw in conversation],
+        reader=_reader(conversation),
         system="\n\n".join(system),
         tools=tools,
         raw_tools=raw_tools,
         stream=bool(body.get("stream")),
         max_tokens=max_tokens,
         max_tokens_field=field,
+        first_user_text=_text(first_user.get("content")) if first_user else "",
+        has_system_messages=any(m.get("role") in _SYSTEM_ROLES for m in conversation),
     )
 
 
@@ -238,9 +311,9 @@ def join(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def visible_message(message: Mapping[str, Any]) -> list[Message]:
-    """The reply as the client will send it back, read like any client message."""
-    return [from_openai_message({**message, "role": "assistant"})]
+def visible_digest(message: Mapping[str, Any]) -> bytes:
+    """The digest of the reply as the client will send it back."""
+    return wire_digest({**message, "role": "assistant"})
 
 
 def client_body(

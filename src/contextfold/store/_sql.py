@@ -332,6 +332,11 @@ class SQLStore(AsyncStoreMixin, ABC):
                 )
         return f"session {session_id!r}: a message id collided with another writer's"
 
+    def session_head(self, session_id: str) -> tuple[int, int]:
+        """The session's last message seq and last edit number (0 for none), in one read."""
+        with self._transaction("read") as cur:
+            return self._rows.head(cur, session_id)
+
     def last_seq(self, session_id: str) -> int:
         """The seq of the session's last message (0 when it has none)."""
         with self._transaction("read") as cur:
