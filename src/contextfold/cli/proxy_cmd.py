@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import ipaddress
-import logging
 import os
-import sys
+import warnings
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from contextfold._exceptions import ConfigError, UsageError
+from contextfold.cli._store import StoreLocation, print_store_warnings, store_location
+from contextfold.store import SQLiteVersionWarning, open_store
 
 __all__ = ["proxy"]
 
@@ -27,18 +28,14 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _access_log(path: Path | None) -> None:
-    handler: logging.Handler = (
-        logging.FileHandler(path, encoding="utf-8") if path else logging.StreamHandler(sys.stderr)
-    )
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    access = logging.getLogger("contextfold.proxy.access")
-    access.addHandler(handler)
-    access.setLevel(logging.INFO)
-    access.propagate = False
-    notices = logging.getLogger("contextfold.proxy")
-    notices.addHandler(logging.StreamHandler(sys.stderr))
-    notices.setLevel(logging.INFO)
+def _create_store(location: StoreLocation) -> None:
+    """Open (and so create or migrate) the store once before serving: its notices are printed
+    as the CLI prints them, and a store that cannot be opened stops the command here."""
+    options = {"warn_wal_reset": location.warn_wal_reset} if location.file is not None else {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SQLiteVersionWarning)
+        open_store(location.target, **options).close()
+    print_store_warnings(caught, location)
 
 
 def proxy(
@@ -151,24 +148,27 @@ def proxy(
         import uvicorn
 
         from contextfold.proxy import config as proxy_config
-        from contextfold.proxy.app import create_app
+        from contextfold.proxy.app import create_app, log_to
     except ImportError as exc:  # the proxy extra is not installed
         raise UsageError(
             f"contextfold proxy needs the proxy extra ({exc.name} is missing): "
             "pip install 'contextfold[proxy]'"
         ) from None
+    location = store_location(store)
+    _create_store(location)
     config = proxy_config.ProxyConfig(
         upstream=upstream,
         window=window,
         model=model,
-        store=store,
+        store=location.target,
         compactor=compactor,
         auth_key=auth_key,
         max_request_bytes=int(max_request_mb * 1024 * 1024),
         dry_run=dry_run,
         defer_tools=defer_tools,
+        access_log=str(access_log) if access_log is not None else None,
     )
-    if workers > 1 and (store == ":memory:"):
+    if workers > 1 and location.target == ":memory:":
         raise ConfigError("--store", "an in-memory store cannot be shared by several workers")
     if not _is_loopback(host) and auth_key is None:
         typer.secho(
@@ -177,7 +177,7 @@ def proxy(
             err=True,
             fg=typer.colors.YELLOW,
         )
-    _access_log(access_log)
+    log_to(config.access_log)
     mode = " (dry run: requests go up untouched)" if dry_run else ""
     typer.echo(f"contextfold proxy on http://{host}:{port} -> {upstream}{mode}", err=True)
     if workers == 1:

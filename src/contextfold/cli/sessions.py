@@ -30,6 +30,8 @@ from contextfold.cli._stored_state import StoredUsage, learned_window_line
 from contextfold.edits import ContextEdit, MaskEdit, SummarizeEdit
 from contextfold.engine._window import stored_learned_window
 from contextfold.messages import Message, SummaryPart
+from contextfold.proxy._sessions import METADATA_KEY as PROXY_METADATA_KEY
+from contextfold.proxy._sessions import proxy_figures
 from contextfold.store import EditRecord, SessionInfo, Snapshot
 
 __all__ = ["DEFAULT_LIST_LIMIT", "LAST_MESSAGES", "SUMMARY_PREVIEW_LINES", "app", "describe"]
@@ -73,9 +75,13 @@ def list_sessions(
     if not sessions:
         out.print(f"No sessions in {_render.escape(str(location))}.")
         return
-    columns = ("id", "title", "model", "messages", "updated", "parent")
+    proxied = {info.id: figures for info in sessions if (figures := proxy_figures(info))}
+    columns: tuple[str, ...] = ("id", "title", "model", "messages", "updated", "parent")
+    if proxied:
+        columns += ("proxy saved",)
     table = _render.table(*columns, numeric=("messages",))
     for info in sessions:
+        saved = (_saved_cell(proxied[info.id]) if info.id in proxied else "",) if proxied else ()
         table.add_row(
             _render.escape(info.id),
             # Cut what will be shown, escapes included, so the column keeps its width.
@@ -84,6 +90,7 @@ def list_sessions(
             _render.format_int(info.message_count),
             _render.format_time(info.updated),
             _render.escape(info.parent_id or ""),
+            *saved,
         )
     out.print(table)
     out.print(f"[dim]{len(sessions)} shown from {_render.escape(str(location))}[/dim]")
@@ -160,6 +167,9 @@ class _Shown:
         window = learned_window_line(self.engine_state)
         if window is not None:
             details.append(("window", window))
+        figures = proxy_figures(info)
+        if figures is not None:
+            details.append(("proxy", _proxy_line(figures)))
         other = _other_metadata(info.metadata)
         if other:
             details.append(("metadata", other))
@@ -322,11 +332,30 @@ def _other_metadata(metadata: Mapping[str, Any]) -> str:
     own)."""
     pairs = []
     for key, value in metadata.items():
-        if key == _CWD_KEY and isinstance(value, str):
+        if (key == _CWD_KEY and isinstance(value, str)) or key == PROXY_METADATA_KEY:
             continue
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         pairs.append(f"{key}={_render.shorten(text, _PREVIEW_CHARS)}")
     return ", ".join(pairs)
+
+
+def _saved_cell(figures: Mapping[str, Any]) -> str:
+    saved = figures["saved"]
+    return "—" if saved is None else f"{saved:.0%}"
+
+
+def _proxy_line(figures: Mapping[str, Any]) -> str:
+    """What the proxy did for a session, in one line."""
+    line = (
+        f"{figures['requests']:,} requests; the client sent {figures['client_tokens']:,} tokens, "
+        f"the engine sent {figures['sent_tokens']:,}"
+    )
+    if figures["saved"] is not None:
+        line += f" ({figures['saved']:.0%} saved)"
+    line += f"; cache reads {figures['cache_read_tokens']:,}"
+    if figures["engine_calls"]:
+        line += f"; {figures['engine_calls']:,} engine tool calls answered by the proxy"
+    return line
 
 
 def _counts(total: int, by: Counter[str]) -> str:

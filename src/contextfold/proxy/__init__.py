@@ -11,7 +11,20 @@ Needs the ``proxy`` extra (``pip install 'contextfold[proxy]'``): Starlette, uvi
 
 from __future__ import annotations
 
-from contextfold.proxy.app import AUTH_HEADER, create_app
+from typing import TYPE_CHECKING, Any
+
 from contextfold.proxy.config import ProxyConfig
 
+if TYPE_CHECKING:
+    from contextfold.proxy.app import AUTH_HEADER, create_app
+
 __all__ = ["AUTH_HEADER", "ProxyConfig", "create_app"]
+
+
+def __getattr__(name: str) -> Any:
+    # The server needs the proxy extra; the CLI reads the proxy's figures from any install.
+    if name in ("AUTH_HEADER", "create_app"):
+        from contextfold.proxy import app
+
+        return getattr(app, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

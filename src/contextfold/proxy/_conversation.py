@@ -16,6 +16,7 @@ from contextfold.messages import Message, ToolResultPart
 from contextfold.proxy._engines import ProxyStore
 from contextfold.proxy._identity import chain_heads, extend_head
 from contextfold.proxy._kept_sessions import KeptSessions
+from contextfold.proxy._sessions import METADATA_KEY
 from contextfold.proxy._wire import ClientError, ClientRequest, RoundReply
 from contextfold.tools import engine_tools
 
@@ -126,7 +127,7 @@ class Conversation:
             info = self.store.get_session(session_id)
         except SessionNotFoundError:
             return None, 0  # the client names a new session: it is made with that id
-        owner = info.metadata.get("proxy", {}).get("tenant") if info.metadata else None
+        owner = info.metadata.get(METADATA_KEY, {}).get("tenant") if info.metadata else None
         if owner != self.tenant:
             raise ClientError(
                 f"no session {session_id!r} for this key", status=404, kind="not_found"
@@ -145,7 +146,7 @@ class Conversation:
         title = " ".join(self.client.first_user_text.split())[:_TITLE_CHARS] or None
         explicit = self.explicit_session if self.forked_from is None else None
         metadata = {
-            "proxy": {
+            METADATA_KEY: {
                 "tenant": self.tenant,
                 "protocol": self.client.protocol,
                 "model": self.client.model,
@@ -177,12 +178,33 @@ class Conversation:
         return self.session
 
     def prepare(self, *, engine_tools: bool = True) -> PreparedRequest:
-        """The engine's next request for the upstream."""
+        """The engine's next request for the upstream. When another worker wrote to the
+        session since it was read, it is read again from the store first."""
+        try:
+            return self._prepare(engine_tools)
+        except ConcurrentWriteError:
+            logger.info(
+                "session %s moved on before this request's turn; reading it again", self.current.id
+            )
+            self.session = None
+            self.open()
+            return self._prepare(engine_tools)
+
+    def _prepare(self, engine_tools: bool) -> PreparedRequest:
         return self.current.prepare(
             system=self.client.system or None,
             tools=self.client.tools,
             engine_tools=engine_tools and self.engine_tools,
         )
+
+    def _fork_current(self) -> None:
+        """Go on in a new session holding the client's whole history, forked from this one."""
+        self.forked_from = self.current.id
+        session = self._new_session()
+        self._append(session, self.client.read(0))
+        self.appended = len(self.heads)
+        self.store.record_proxy_head(self.tenant, self.heads[-1], session.id, len(self.heads))
+        self.session = session
 
     def reply_budget(self, prepared: PreparedRequest) -> tuple[int | None, bool]:
         """The ``max_tokens`` to send, and whether the client's was cut to fit the window."""
@@ -197,8 +219,18 @@ class Conversation:
     def add_reply(self, reply: RoundReply) -> bool:
         """Record one upstream reply and answer its calls to the engine's tools. True when the
         upstream must be called again: the reply called only engine tools."""
+        try:
+            self.current.add_assistant(reply.message, reply.usage)
+        except ConcurrentWriteError:
+            # Another worker recorded a reply to this same request meanwhile (a client's retry
+            # racing its original): this reply is another branch of the conversation, kept
+            # whole in a fork rather than stacked after the other one.
+            logger.info(
+                "session %s answered twice at once; this reply goes to a fork", self.current.id
+            )
+            self._fork_current()
+            self.current.add_assistant(reply.message, reply.usage)
         session = self.current
-        session.add_assistant(reply.message, reply.usage)
         if not reply.engine_calls:
             return False
         results: list[ToolResultPart] = []
@@ -229,9 +261,9 @@ class Conversation:
         self.store.record_proxy_head(self.tenant, head, session.id, len(self.heads) + 1)
         info = self.store.get_session(session.id)
         metadata: dict[str, Any] = dict(info.metadata or {})
-        figures = dict(metadata.get("proxy") or {})
+        figures = dict(metadata.get(METADATA_KEY) or {})
         for key, value in tally.items():
             figures[key] = int(figures.get(key, 0)) + int(value)
         figures["requests"] = int(figures.get("requests", 0)) + 1
-        metadata["proxy"] = figures
+        metadata[METADATA_KEY] = figures
         self.store.update_session(session.id, metadata=metadata)

@@ -8,13 +8,16 @@ from typing import Any
 
 from contextfold.store import BrowsableSessionStore, SessionInfo
 
-__all__ = ["proxied_sessions", "proxy_figures"]
+__all__ = ["METADATA_KEY", "proxied_sessions", "proxy_figures"]
+
+METADATA_KEY = "proxy"
+"""The session metadata key the proxy keeps its tenant and figures under."""
 
 
 def proxy_figures(info: SessionInfo) -> dict[str, Any] | None:
     """The proxy's figures for one session (``None`` for a session the proxy did not make):
     requests, tokens the client sent and the upstream received, the share saved, cache reads."""
-    figures = (info.metadata or {}).get("proxy")
+    figures = (info.metadata or {}).get(METADATA_KEY)
     if not isinstance(figures, Mapping):
         return None
     client = int(figures.get("client_tokens", 0))
@@ -44,7 +47,7 @@ def proxied_sessions(
     rows: list[dict[str, Any]] = []
     for info in store.list_sessions():
         figures = proxy_figures(info)
-        if figures is None or (info.metadata or {})["proxy"].get("tenant") != tenant:
+        if figures is None or info.metadata[METADATA_KEY].get("tenant") != tenant:
             continue
         rows.append(
             {

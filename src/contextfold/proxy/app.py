@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -33,7 +34,7 @@ from contextfold.proxy._wire import ClientError, ProtocolName
 from contextfold.proxy.config import ProxyConfig
 from contextfold.store import open_store
 
-__all__ = ["AUTH_HEADER", "app_from_environment", "create_app"]
+__all__ = ["AUTH_HEADER", "app_from_environment", "create_app", "log_to"]
 
 logger = logging.getLogger("contextfold.proxy")
 
@@ -237,6 +238,8 @@ def create_app(config: ProxyConfig) -> Starlette:
         Route("/v1/models", guarded("openai", passthrough), methods=["GET"]),
         Route("/contextfold/sessions", guarded("openai", sessions), methods=["GET"]),
         Route("/contextfold/health", guarded("openai", health), methods=["GET"]),
+        # Some clients probe the base URL before their first request (Claude Code sends HEAD /).
+        Route("/", guarded("openai", health), methods=["GET", "HEAD"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 
@@ -252,5 +255,25 @@ def _forwarded(request: Request, *, json_body: bool = True) -> dict[str, str]:
 
 def app_from_environment() -> Starlette:
     """The app for one uvicorn worker of ``contextfold proxy --workers N`` (a factory uvicorn
-    imports by name; the settings come from the parent's environment)."""
-    return create_app(ProxyConfig.from_environment())
+    imports by name, in a process of its own: the settings come from the parent's
+    environment, and the logs are set up again here)."""
+    config = ProxyConfig.from_environment()
+    log_to(config.access_log)
+    return create_app(config)
+
+
+def log_to(access_log: str | None) -> None:
+    """Send the access log (one JSON line per request) to ``access_log``, or standard error,
+    and the proxy's notices to standard error: what ``contextfold proxy`` shows."""
+    handler: logging.Handler = (
+        logging.FileHandler(access_log, encoding="utf-8")
+        if access_log
+        else logging.StreamHandler(sys.stderr)
+    )
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    access = logging.getLogger("contextfold.proxy.access")
+    access.addHandler(handler)
+    access.setLevel(logging.INFO)
+    access.propagate = False
+    logger.addHandler(logging.StreamHandler(sys.stderr))
+    logger.setLevel(logging.INFO)

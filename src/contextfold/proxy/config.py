@@ -58,6 +58,8 @@ class ProxyConfig:
     """Calls to the upstream one client request may take while the proxy answers the engine's
     own tools (``read_result``) itself."""
     upstream_timeout: float = 600.0
+    access_log: str | None = None
+    """Where ``contextfold proxy`` writes the JSON access log (``None``: standard error)."""
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.upstream)
