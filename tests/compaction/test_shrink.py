@@ -10,7 +10,7 @@ from contextfold.compaction import CompactionContext, Compactor, ShrinkToFit, Su
 from contextfold.compaction._shrink import cut_text, was_cut
 from contextfold.compaction.pipeline import freed_by
 from contextfold.edits import ContextEdit, DropEdit, SummarizeEdit, apply_edit
-from contextfold.messages import Message
+from contextfold.messages import Message, TextPart
 from contextfold.outputs import InMemoryBlobStore
 
 from .conftest import CharCounter, agent_log, chat, make_ctx, tool_round
@@ -100,6 +100,22 @@ def test_a_huge_task_is_cut_only_to_fit_the_room() -> None:
     [task] = [e.summary for e in cut if isinstance(e, SummarizeEdit) and e.first_id == "task"]
     assert counter.count_message(task) <= 1_000
     assert "T" * 100 in task.text and "read_result ref_" in task.text  # head + tail + ref
+
+
+def test_a_huge_task_keeps_its_short_instruction_whole() -> None:
+    """Agents put pages of context before the instruction in one message (Claude Code's first
+    message: reminders, then the task). A cut takes from the pages, not from the instruction."""
+    instruction = " ".join([TASK] * 4)  # longer than a cut marker: the old split cut it
+    task = Message("user", (TextPart("C" * 8_000), TextPart(instruction)), id="task")
+    view = [task, *tool_round(0, "ls", "x" * 400)]
+
+    cut = ShrinkToFit().plan(
+        make_ctx(view, target=100, window=10_000, hard=True, room_tokens=1_000)
+    )
+
+    [shrunk] = [e.summary for e in cut if isinstance(e, SummarizeEdit) and e.first_id == "task"]
+    assert shrunk.parts[1] == TextPart(instruction)
+    assert "read_result ref_" in shrunk.parts[0].text  # the pages, cut, one read away
 
 
 def test_a_text_shorter_than_its_cut_marker_is_neither_cut_nor_stored() -> None:

@@ -161,11 +161,11 @@ def _shrunk(ctx: CompactionContext, message: Message, share: int) -> Message:
     """``message`` rewritten to cost about ``share`` tokens (same id, role and call ids)."""
     overhead = ctx.counter.count_message(message.with_parts(()))
     weights = [_weight(ctx, p) for p in message.parts]
-    total = sum(weights) or 1
-    room = max(0, share - overhead)
     parts: list[Part] = []
-    for part, weight in zip(message.parts, weights, strict=True):
-        shrunk = _shrink_part(ctx, part, room * weight // total)
+    for part, tokens in zip(
+        message.parts, _water_fill(weights, max(0, share - overhead)), strict=True
+    ):
+        shrunk = _shrink_part(ctx, part, tokens)
         if shrunk is not None:
             parts.append(shrunk)
     if not parts:  # a message with nothing renderable would make the request invalid
@@ -178,6 +178,19 @@ def _shrunk(ctx: CompactionContext, message: Message, share: int) -> Message:
     return replace(
         message, parts=tuple(parts), meta=replace(message.meta, tokens=None, flags=flags)
     )
+
+
+def _water_fill(sizes: Sequence[int], room: int) -> list[int]:
+    """Shares of ``room`` for parts of these ``sizes``: small parts keep their size, the big
+    ones share the rest. A task's few lines of instruction after pages of pasted context stay
+    whole; shared in proportion, they would be the first thing cut to a bare reference."""
+    shares = [0] * len(sizes)
+    left = room
+    order = sorted(range(len(sizes)), key=lambda i: sizes[i])
+    for k, index in enumerate(order):
+        shares[index] = min(sizes[index], left // (len(order) - k))
+        left -= shares[index]
+    return shares
 
 
 def _weight(ctx: CompactionContext, part: Part) -> int:
