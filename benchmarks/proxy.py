@@ -661,11 +661,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         floor_line = (
             f"Empty round trips on the same connections (GET, p50 of 30): the scripted upstream's "
             f"`/v1/models` {_ms(floor[0])} ms, the proxy's `/contextfold/health` "
-            f"{_ms(floor[1])} ms (both uvicorn with h11, started by `tests/proxy/servers.py`). "
-            "The client-side overhead exceeds the proxy's own time by "
-            f"{_ms(min(gap))}-{_ms(max(gap))} ms p50 at every size; the direct POSTs above do not "
-            "pay such a fixed cost. Where it comes from (the loopback HTTP exchange with this "
-            "client and server, not the proxy's processing) is not diagnosed further here."
+            f"{_ms(floor[1])} ms. What the client sees above the proxy's own time "
+            f"({_ms(min(gap))}-{_ms(max(gap))} ms p50) is the second HTTP hop: reading and "
+            "writing the request and the response once more on loopback."
         )
         print(floor_line)
         sections.append(

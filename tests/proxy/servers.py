@@ -41,6 +41,8 @@ def serve(app: ASGIApp) -> Iterator[str]:
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # uvicorn writes a response's head and body separately; on a socket handed to it without
+    # TCP_NODELAY, Nagle holds the body until the client's delayed ACK: 40 ms per exchange.
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
