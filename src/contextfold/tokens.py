@@ -20,11 +20,12 @@ import the counters.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from contextfold._chat_template import ChatTemplate
@@ -70,6 +71,9 @@ image at high detail); Anthropic about width*height/750 (~1,590 at its 1092x1092
 IMAGE_TOKENS_LOW_DETAIL = 85
 """OpenAI's fixed cost for an image sent with ``detail="low"``."""
 
+_TOOL_KEY_PREFIX = "\0tool:"
+"""Tool counts share the message cache under keys no message id starts with (a NUL)."""
+
 DEFAULT_CACHE_SIZE = 16_384
 """Messages whose counts a counter remembers (least recently used are dropped first)."""
 
@@ -102,13 +106,16 @@ class _CounterBase:
 
     def count_message(self, message: Message) -> int:
         """Tokens of one message as rendered in a request (cached by id and content)."""
-        key = _message_key(message)
+        return self._remembered(_message_key(message), lambda: self._count_uncached(message))
+
+    def _remembered(self, key: tuple[str, int], count: Callable[[], int]) -> int:
+        """``count()``, remembered under ``key`` in the bounded cache."""
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
                 self._cache.move_to_end(key)
                 return cached
-        tokens = self._count_uncached(message)
+        tokens = count()
         if self._cache_size:
             with self._lock:
                 self._cache[key] = tokens
@@ -135,9 +142,18 @@ class _CounterBase:
         total = 0
         for tool in tools:
             schema = json.dumps(tool.parameters, ensure_ascii=False, separators=(",", ":"))
-            total += self.template.per_tool + self.count_text(tool.name)
-            total += self.count_text(tool.description) + self.count_text(schema)
+            # Cached: an agent sends the same tools on every call, often thousands of tokens.
+            key = (_TOOL_KEY_PREFIX + tool.name, hash((tool.description, schema)))
+            total += self._remembered(key, functools.partial(self._count_tool, tool, schema))
         return total + self.template.tools_preamble if total else 0
+
+    def _count_tool(self, tool: ToolSpec, schema: str) -> int:
+        return (
+            self.template.per_tool
+            + self.count_text(tool.name)
+            + self.count_text(tool.description)
+            + self.count_text(schema)
+        )
 
     def _count_uncached(self, message: Message) -> int:
         template = self.template
