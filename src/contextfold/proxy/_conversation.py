@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from contextfold._exceptions import ConcurrentWriteError, ContextOverflowError, SessionNotFoundError
 from contextfold.engine import ContextEngine, PreparedRequest, Session
@@ -80,21 +79,27 @@ class Conversation:
         raise AssertionError("unreachable")
 
     def _open(self) -> Session:
-        session_id, start = self._locate()
-        if session_id is None:
+        found = self._locate()
+        if found is None:
             session = self._new_session()
             start = 0
         else:
-            session = self._resume(session_id)
+            session_id, start, stored_head = found
+            session = self._resume(session_id, stored_head)
         self._append(session, self.client.read(start))
         self.appended = len(self.heads) - start
-        self.store.record_proxy_head(self.tenant, self.heads[-1], session.id, len(self.heads))
+        self._record(session, self.heads[-1], len(self.heads))
         self.session = session
         return session
 
-    def _resume(self, session_id: str) -> Session:
+    def _record(self, session: Session, head: str, messages: int) -> None:
+        """Note that ``session``, as it now stands, holds the client's first ``messages``."""
+        seq = session.stored_head[0]
+        self.store.record_proxy_head(self.tenant, head, session.id, messages, seq)
+
+    def _resume(self, session_id: str, stored_head: tuple[int, int]) -> Session:
         if self.kept is not None:
-            kept = self.kept.take(session_id, self.store.session_head(session_id))
+            kept = self.kept.take(session_id, stored_head)
             if kept is not None:
                 return kept
         return self.engine.resume(session_id)
@@ -104,43 +109,50 @@ class Conversation:
         if self.kept is not None and self.session is not None:
             self.kept.keep(self.session)
 
-    def _locate(self) -> tuple[str | None, int]:
-        """The session this request continues and how many of its messages it already holds;
-        ``(None, 0)`` for a new session (``forked_from`` set when it forks one)."""
+    def _locate(self) -> tuple[str, int, tuple[int, int]] | None:
+        """The session this request continues, how many of its messages it holds already, and
+        where its transcript stands; ``None`` for a new session (``forked_from`` set when it
+        forks one).
+
+        A recorded prefix is continued only while its session still ends where it ended when
+        the prefix was recorded. A session that went on (a later turn, or another reply to this
+        same request, recorded by another worker meanwhile) is forked instead: the client
+        rewrote its history, or repeats a request already answered.
+        """
         if self.explicit_session is not None:
             return self._locate_explicit(self.explicit_session)
         found = self.store.find_proxy_heads(self.tenant, self.heads)
         for count in range(len(self.heads), 0, -1):
-            session_id = found.get(self.heads[count - 1])
-            if session_id is None:
+            hit = found.get(self.heads[count - 1])
+            if hit is None:
                 continue
-            if self.store.proxy_head_messages(session_id) == count:
-                return session_id, count
-            # The session went on past this prefix in another direction: the client rewrote
-            # its history (its own compaction, an edit, a retry of an older request).
+            session_id, seq = hit
+            stored_head = self.store.session_head(session_id)
+            if stored_head[0] == seq:
+                return session_id, count, stored_head
             self.forked_from = session_id
-            return None, 0
-        return None, 0
+            return None
+        return None
 
-    def _locate_explicit(self, session_id: str) -> tuple[str | None, int]:
+    def _locate_explicit(self, session_id: str) -> tuple[str, int, tuple[int, int]] | None:
         try:
             info = self.store.get_session(session_id)
         except SessionNotFoundError:
-            return None, 0  # the client names a new session: it is made with that id
+            return None  # the client names a new session: it is made with that id
         owner = info.metadata.get(METADATA_KEY, {}).get("tenant") if info.metadata else None
         if owner != self.tenant:
             raise ClientError(
                 f"no session {session_id!r} for this key", status=404, kind="not_found"
             )
-        covered = self.store.proxy_head_messages(session_id)
-        if covered == 0:
-            return session_id, 0
-        if covered <= len(self.heads):
-            head = self.heads[covered - 1]
-            if self.store.find_proxy_heads(self.tenant, [head]).get(head) == session_id:
-                return session_id, covered
+        stored_head = self.store.session_head(session_id)
+        found = self.store.find_proxy_heads(self.tenant, self.heads)
+        for count in range(len(self.heads), 0, -1):
+            if found.get(self.heads[count - 1]) == (session_id, stored_head[0]):
+                return session_id, count, stored_head
+        if stored_head == (0, 0):
+            return session_id, 0, stored_head  # named before anything was stored in it
         self.forked_from = session_id
-        return None, 0
+        return None
 
     def _new_session(self) -> Session:
         title = " ".join(self.client.first_user_text.split())[:_TITLE_CHARS] or None
@@ -203,7 +215,7 @@ class Conversation:
         session = self._new_session()
         self._append(session, self.client.read(0))
         self.appended = len(self.heads)
-        self.store.record_proxy_head(self.tenant, self.heads[-1], session.id, len(self.heads))
+        self._record(session, self.heads[-1], len(self.heads))
         self.session = session
 
     def reply_budget(self, prepared: PreparedRequest) -> tuple[int | None, bool]:
@@ -257,13 +269,5 @@ class Conversation:
         reply it got, as ``visible``, its digest), and add this request's figures to the
         session's."""
         session = self.current
-        head = extend_head(self.heads[-1], visible)
-        self.store.record_proxy_head(self.tenant, head, session.id, len(self.heads) + 1)
-        info = self.store.get_session(session.id)
-        metadata: dict[str, Any] = dict(info.metadata or {})
-        figures = dict(metadata.get(METADATA_KEY) or {})
-        for key, value in tally.items():
-            figures[key] = int(figures.get(key, 0)) + int(value)
-        figures["requests"] = int(figures.get("requests", 0)) + 1
-        metadata[METADATA_KEY] = figures
-        self.store.update_session(session.id, metadata=metadata)
+        self._record(session, extend_head(self.heads[-1], visible), len(self.heads) + 1)
+        self.store.add_to_metadata(session.id, METADATA_KEY, {**tally, "requests": 1})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Protocol
 
@@ -23,10 +24,12 @@ class ProxyStore(BrowsableSessionStore, Protocol):
     """A browsable store that also keeps the proxy's index of conversation prefixes (both
     built-in stores do)."""
 
-    def record_proxy_head(self, tenant: str, head: str, session_id: str, messages: int) -> None: ...
-    def find_proxy_heads(self, tenant: str, heads: list[str]) -> dict[str, str]: ...
-    def proxy_head_messages(self, session_id: str) -> int: ...
+    def record_proxy_head(
+        self, tenant: str, head: str, session_id: str, messages: int, seq: int
+    ) -> None: ...
+    def find_proxy_heads(self, tenant: str, heads: list[str]) -> dict[str, tuple[str, int]]: ...
     def session_head(self, session_id: str) -> tuple[int, int]: ...
+    def add_to_metadata(self, session_id: str, key: str, counts: Mapping[str, int]) -> None: ...
 
 
 class Engines:

@@ -197,14 +197,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         "proxy_heads: where each proxied conversation stands, for `contextfold proxy`",
         (
             # A client of the proxy resends its whole history on every call. Each row names a
-            # prefix of that history (a hash chain over the client's messages, per tenant) and
-            # the session holding it, so the next call finds its session in one indexed read.
-            # Upserted: when a client rewrites its history, the newest session owns the prefix.
+            # prefix of that history (a hash chain over the client's messages, per tenant), the
+            # session holding it, how many client messages it covers, and the session's last
+            # message seq when it was recorded: a request continues the session only while the
+            # session still stands there. Upserted: when a client rewrites its history, the
+            # newest session owns the prefix.
             """CREATE TABLE proxy_heads (
                 tenant TEXT NOT NULL,
                 head TEXT NOT NULL,
                 session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
                 messages {bigint} NOT NULL,
+                seq {bigint} NOT NULL,
                 created {real} NOT NULL,
                 PRIMARY KEY (tenant, head)
             )""",

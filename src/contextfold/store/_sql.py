@@ -204,6 +204,24 @@ class SQLStore(AsyncStoreMixin, ABC):
             )
         return self.get_session(session_id)
 
+    def add_to_metadata(self, session_id: str, key: str, counts: Mapping[str, int]) -> None:
+        """Add ``counts`` to the numbers kept under ``metadata[key]`` (missing ones start at 0),
+        in one write transaction under the session's lock: concurrent adders never lose one."""
+        with self._transaction("write") as cur:
+            self._require_session(cur, session_id)
+            [(text,)] = cur.execute("SELECT metadata FROM sessions WHERE id = ?", (session_id,))
+            metadata = _codec.decode_mapping(text)
+            kept = metadata.get(key)
+            numbers = dict(kept) if isinstance(kept, Mapping) else {}
+            for name, value in counts.items():
+                before = numbers.get(name, 0)
+                numbers[name] = (before if isinstance(before, int) else 0) + value
+            metadata[key] = numbers
+            cur.execute(
+                "UPDATE sessions SET metadata = ?, updated = ? WHERE id = ?",
+                (_codec.encode_json(metadata, redact=self.redact), time.time(), session_id),
+            )
+
     # -- the engine's state ------------------------------------------------------------------------
 
     def save_engine_state(self, session_id: str, state: Mapping[str, Any]) -> None:
@@ -236,44 +254,37 @@ class SQLStore(AsyncStoreMixin, ABC):
 
     # -- the proxy's index of conversations ------------------------------------------------------
 
-    def record_proxy_head(self, tenant: str, head: str, session_id: str, messages: int) -> None:
+    def record_proxy_head(
+        self, tenant: str, head: str, session_id: str, messages: int, seq: int
+    ) -> None:
         """Note that ``session_id`` holds the conversation prefix ``head`` (a hash chain over
-        the first ``messages`` client messages) for ``tenant``; a newer session takes the
-        prefix over from an older one."""
+        the first ``messages`` client messages) for ``tenant``, its transcript then ending at
+        ``seq``; a newer session takes the prefix over from an older one."""
         with self._transaction("write") as cur:
             self._require_session(cur, session_id)
             cur.execute(
-                "INSERT INTO proxy_heads (tenant, head, session_id, messages, created) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, head) DO UPDATE SET "
+                "INSERT INTO proxy_heads (tenant, head, session_id, messages, seq, created) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, head) DO UPDATE SET "
                 "session_id = excluded.session_id, messages = excluded.messages, "
-                "created = excluded.created",
-                (tenant, head, session_id, messages, time.time()),
+                "seq = excluded.seq, created = excluded.created",
+                (tenant, head, session_id, messages, seq, time.time()),
             )
 
-    def find_proxy_heads(self, tenant: str, heads: Sequence[str]) -> dict[str, str]:
-        """Of ``heads``, those ``tenant`` has recorded, each with its session id."""
-        found: dict[str, str] = {}
+    def find_proxy_heads(self, tenant: str, heads: Sequence[str]) -> dict[str, tuple[str, int]]:
+        """Of ``heads``, those ``tenant`` has recorded: each with its session id and the seq
+        the session's transcript ended at then."""
+        found: dict[str, tuple[str, int]] = {}
         with self._transaction("read") as cur:
             for start in range(0, len(heads), _HEADS_PER_QUERY):
                 chunk = list(heads[start : start + _HEADS_PER_QUERY])
                 marks = ", ".join("?" * len(chunk))
                 rows = cur.execute(
-                    f"SELECT head, session_id FROM proxy_heads WHERE tenant = ? "
+                    f"SELECT head, session_id, seq FROM proxy_heads WHERE tenant = ? "
                     f"AND head IN ({marks})",
                     [tenant, *chunk],
                 )
-                found.update((str(head), str(sid)) for head, sid in rows)
+                found.update((str(head), (str(sid), int(seq))) for head, sid, seq in rows)
         return found
-
-    def proxy_head_messages(self, session_id: str) -> int:
-        """How many client messages the furthest recorded prefix of ``session_id`` covers (0
-        when none is recorded)."""
-        with self._transaction("read") as cur:
-            rows = cur.execute(
-                "SELECT COALESCE(MAX(messages), 0) FROM proxy_heads WHERE session_id = ?",
-                (session_id,),
-            )
-        return int(rows[0][0])
 
     # -- transcript --------------------------------------------------------------------------------
 
