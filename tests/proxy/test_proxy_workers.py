@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import os
 import random
-import secrets
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -28,6 +25,7 @@ from contextfold.proxy import ProxyConfig, create_app
 from contextfold.store import open_store
 from tests.proxy.servers import serve
 from tests.proxy.upstreams import Reply, ScriptedUpstream
+from tests.store.conftest import postgres_database  # noqa: F401 (a fixture, used by name)
 
 POSTGRES_URL_ENV = "CONTEXTFOLD_TEST_POSTGRES_URL"
 CONVERSATIONS = 8
@@ -39,27 +37,11 @@ def _answer(protocol: str, body: dict[str, Any]) -> Reply:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
-        yield str(tmp_path / "shared.db")
-        return
-    admin = os.environ.get(POSTGRES_URL_ENV)
-    if not admin:
-        pytest.skip(f"PostgreSQL tests need {POSTGRES_URL_ENV}; it is not set")
-    import psycopg
-
-    name = f"contextfold_proxy_{secrets.token_hex(4)}"
-    try:
-        with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"no PostgreSQL server answers at {POSTGRES_URL_ENV}: {exc}")
-    parts = urlsplit(admin)
-    try:
-        yield urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        return str(tmp_path / "shared.db")
+    url: str = request.getfixturevalue("postgres_database")  # a fresh database, dropped after
+    return url
 
 
 @pytest.mark.filterwarnings("ignore::contextfold.store.SQLiteVersionWarning")
