@@ -244,13 +244,14 @@ def test_openai_client_never_sees_read_result(
     assert len(_stored(store_path)) == 1
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 def test_mixed_reply_gives_the_client_its_own_calls_and_reconciles(
-    upstream: ScriptedUpstream, store_path: Path
+    upstream: ScriptedUpstream, store_path: Path, stream: bool
 ) -> None:
     upstream.script = Agentic(mixed=True)
     with serve(upstream) as upstream_url, serve(_proxy(upstream_url, store_path)) as url:
         client = anthropic.Anthropic(base_url=url, api_key="key-m", max_retries=0)
-        first, second = _anthropic_turns(client, stream=False)
+        first, second = _anthropic_turns(client, stream=stream)
         # The reply called read_result and bash: the client got bash alone, and stopped there.
         assert [b.name for b in second.content if b.type == "tool_use"] == ["bash"]
         assert second.stop_reason == "tool_use"
@@ -582,3 +583,46 @@ def test_parsing_outside_input_fails_only_with_a_client_error(body: dict[str, An
             else:
                 assert all(isinstance(m, Message) for group in groups for m in group)
                 assert len(groups) == len(request.digests)
+
+
+PIXEL = (  # a 1x1 PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAC"
+    "hwGA60e6kgAAAABJRU5ErkJggg=="
+)
+
+
+def test_images_and_signed_thinking_reach_the_upstream_as_sent(
+    proxy_url: str, upstream: ScriptedUpstream
+) -> None:
+    upstream.script = lambda protocol, body: Reply(text="A red pixel.")
+    thinking = {"type": "thinking", "thinking": "Look first.", "signature": "sig-abc123"}
+    call = {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"cmd": "ls"}}
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": PIXEL},
+    }
+    body = {
+        "model": "claude-custom-1",
+        "max_tokens": 200,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "tools": [BASH_TOOL],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "What is this?"}, image]},
+            {"role": "assistant", "content": [thinking, call]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "pixel.png"}
+                ],
+            },
+        ],
+    }
+    response = httpx.post(proxy_url + "/v1/messages", json=body, headers={"x-api-key": "k"})
+    assert response.status_code == 200, response.text
+    sent = upstream.requests_for("/v1/messages")[-1].body
+    assert sent["thinking"] == body["thinking"]  # the client's own fields go up as sent
+    blocks = [b for m in sent["messages"] for b in m["content"]]
+    assert any(b.get("type") == "image" and b["source"]["data"] == PIXEL for b in blocks)
+    [sent_thinking] = [b for b in blocks if b.get("type") == "thinking"]
+    assert sent_thinking["signature"] == "sig-abc123"
+    assert sent_thinking["thinking"] == "Look first."
