@@ -74,6 +74,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "contextfold.agent",
             "contextfold.cli",
+            "contextfold.integrations",
             "contextfold.proxy",
             "contextfold.replay",
             "contextfold",
