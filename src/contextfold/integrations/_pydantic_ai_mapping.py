@@ -1,0 +1,365 @@
+"""pydantic-ai's ``ModelMessage`` lists to contextfold messages and back, losslessly.
+
+What a model reads (prompts, text, reasoning, tool calls and returns, images) becomes neutral
+parts the engine can cut, offload and count. Everything else a pydantic-ai part or message holds
+(timestamps, run ids, provider details, usage, tool kinds, parts contextfold has no type for)
+rides along in ``meta.provider["pydantic_ai"]`` as pydantic-ai's own JSON, so mapping back
+rebuilds the very objects: ``from_messages(to_messages(h)) == h``. Where the engine changed a
+part's content (a cut output, a masked one), the rebuilt part carries the new content and keeps
+the rest.
+
+One ``ModelRequest`` becomes one neutral message per part it holds (a neutral tool message holds
+one result), all tagged with one group id so that mapping back regroups them; a ``ModelResponse``
+becomes one assistant message.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic_ai import messages as pa
+
+from contextfold.messages import (
+    ImagePart,
+    Message,
+    Meta,
+    Part,
+    SummaryPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+)
+
+__all__ = ["SIDECAR_KEY", "from_messages", "to_messages"]
+
+SIDECAR_KEY = "pydantic_ai"
+"""The ``meta.provider`` key holding what the neutral parts leave out."""
+
+_MAPPED_REQUEST_PARTS = (
+    pa.SystemPromptPart,
+    pa.UserPromptPart,
+    pa.ToolReturnPart,
+    pa.RetryFeedbackPart,
+)
+
+
+def _dump(message: pa.ModelMessage) -> dict[str, Any]:
+    """pydantic-ai's JSON form of a message (JSON mode: bytes as base64, times as strings)."""
+    dumped: dict[str, Any] = json.loads(pa.ModelMessagesTypeAdapter.dump_json([message]))[0]
+    return dumped
+
+
+def _load(data: dict[str, Any]) -> pa.ModelMessage:
+    return pa.ModelMessagesTypeAdapter.validate_json(json.dumps([data]))[0]
+
+
+# --------------------------------------------------------------------------------------------------
+# pydantic-ai -> contextfold
+# --------------------------------------------------------------------------------------------------
+
+
+def _user_content_parts(content: str | Sequence[pa.UserContent]) -> tuple[list[Part], bool]:
+    """Neutral parts of a user prompt, and whether they say all of it (else the sidecar keeps
+    the original content: audio, documents, cache points have no neutral type)."""
+    if isinstance(content, str):
+        return [TextPart(content)], True
+    parts: list[Part] = []
+    complete = True
+    for item in content:
+        if isinstance(item, str):
+            parts.append(TextPart(item))
+        elif isinstance(item, pa.ImageUrl):
+            parts.append(ImagePart(item.url, media_type=item.media_type))
+        elif isinstance(item, pa.BinaryContent) and item.is_image:
+            encoded = base64.b64encode(item.data).decode()
+            parts.append(ImagePart(f"data:{item.media_type};base64,{encoded}", item.media_type))
+            complete = False  # identifier and vendor metadata live only in the original
+        else:
+            parts.append(TextPart(f"[{type(item).__name__}]"))
+            complete = False
+    return parts, complete
+
+
+def _request_messages(request: pa.ModelRequest, dumped: dict[str, Any]) -> list[Message]:
+    group = uuid.uuid4().hex
+    layout: list[int | dict[str, Any]] = []
+    out: list[Message] = []
+    for part, part_json in zip(request.parts, dumped["parts"], strict=True):
+        if not isinstance(part, _MAPPED_REQUEST_PARTS):
+            layout.append({"opaque": part_json})
+            continue
+        fields = dict(part_json)
+        message: Message
+        if isinstance(part, pa.SystemPromptPart):
+            fields.pop("content")
+            message = Message("system", (TextPart(part.content),))
+        elif isinstance(part, pa.UserPromptPart):
+            parts, complete = _user_content_parts(part.content)
+            fields["form"] = "str" if isinstance(part.content, str) else "list"
+            if complete:
+                fields.pop("content")
+            message = Message("user", tuple(parts))
+        elif isinstance(part, pa.ToolReturnPart):
+            # What the model reads: pydantic-ai wraps a failure's text, renders non-text as JSON.
+            text = part.model_response_str()
+            if isinstance(part.content, str) and text == part.content:
+                fields.pop("content")
+            result = ToolResultPart(
+                part.tool_call_id, part.tool_name, text, is_error=part.outcome != "success"
+            )
+            message = Message.tool(result)
+        else:  # RetryFeedbackPart: the model reads pydantic-ai's rendering of it
+            message = Message("user", (TextPart(part.model_response()),))
+        sidecar: dict[str, Any] = {"group": group, "k": len(out), "part": fields}
+        layout.append(len(out))
+        out.append(message.with_meta(provider={SIDECAR_KEY: sidecar}))
+    request_fields = {k: v for k, v in dumped.items() if k != "parts"}
+    if not out:  # nothing a model reads: keep the request whole, out of every view
+        carrier = Message("user", (), meta=Meta(agent_visible=False))
+        return [carrier.with_meta(provider={SIDECAR_KEY: {"group": group, "whole": dumped}})]
+    first = out[0]
+    sidecar = dict(first.meta.provider[SIDECAR_KEY], request=request_fields, layout=layout)
+    out[0] = first.with_meta(provider={SIDECAR_KEY: sidecar})
+    return out
+
+
+def _response_message(response: pa.ModelResponse, dumped: dict[str, Any]) -> Message:
+    layout: list[int | dict[str, Any]] = []
+    fields_by_part: list[dict[str, Any]] = []
+    parts: list[Part] = []
+    for part, part_json in zip(response.parts, dumped["parts"], strict=True):
+        fields = dict(part_json)
+        if isinstance(part, pa.TextPart):
+            fields.pop("content")
+            parts.append(TextPart(part.content))
+        elif isinstance(part, pa.ThinkingPart):
+            fields.pop("content")
+            parts.append(ThinkingPart(part.content, signature=part.signature))
+        elif type(part) is pa.ToolCallPart:
+            args = part.args
+            fields.pop("args")
+            fields["form"] = "dict" if isinstance(args, dict) else "str" if args else "none"
+            text = json.dumps(args, ensure_ascii=False) if isinstance(args, dict) else args or ""
+            parts.append(ToolCallPart(part.tool_call_id, part.tool_name, text or "{}"))
+            if args == "":
+                fields["form"] = "empty"
+        else:
+            layout.append({"opaque": part_json})
+            continue
+        layout.append(len(parts) - 1)
+        fields_by_part.append(fields)
+    usage = response.usage
+    sidecar = {
+        "response": {k: v for k, v in dumped.items() if k != "parts"},
+        "parts": fields_by_part,
+        "layout": layout,
+    }
+    meta = Meta(
+        usage=Usage(
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+        )
+        if usage.input_tokens or usage.output_tokens
+        else None,
+        provider={SIDECAR_KEY: sidecar},
+    )
+    return Message("assistant", tuple(parts), meta=meta)
+
+
+def to_messages(history: Sequence[pa.ModelMessage]) -> list[Message]:
+    """contextfold messages saying what ``history`` says, with the rest kept for the way back."""
+    out: list[Message] = []
+    for message in history:
+        dumped = _dump(message)
+        if isinstance(message, pa.ModelRequest):
+            out.extend(_request_messages(message, dumped))
+        else:
+            out.append(_response_message(message, dumped))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# contextfold -> pydantic-ai
+# --------------------------------------------------------------------------------------------------
+
+
+def _text(message: Message) -> str:
+    return "\n".join(
+        p.text for p in message.parts if isinstance(p, TextPart | SummaryPart) and p.text
+    )
+
+
+def _user_content(message: Message, form: str) -> str | list[Any]:
+    if form == "str" and all(isinstance(p, TextPart | SummaryPart) for p in message.parts):
+        return _text(message)
+    items: list[Any] = []
+    for part in message.parts:
+        if isinstance(part, TextPart | SummaryPart):
+            items.append(part.text)
+        elif isinstance(part, ImagePart):
+            items.append({"url": part.url, "kind": "image-url", "media_type": part.media_type})
+    return items
+
+
+def _request_part_json(message: Message, fields: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """pydantic-ai JSON parts for one neutral message: its sidecar fields, the content from the
+    view (which the engine may have changed)."""
+    fields = dict(fields or {})
+    if message.role == "system":
+        return [{"part_kind": "system-prompt", **fields, "content": _text(message)}]
+    if message.role == "tool":
+        out = []
+        for result in message.tool_results:
+            part = {
+                "part_kind": "tool-return",
+                "tool_name": result.name,
+                "tool_call_id": result.call_id,
+                "outcome": "failed" if result.is_error else "success",
+                **fields,
+            }
+            kept = "content" in fields  # a non-text original (None included) is in the sidecar
+            if not kept or result.ref is not None or result.content != _shown(fields):
+                part["content"] = result.content
+            out.append(part)
+            fields = {}  # a second result in one message (engine-made) has no sidecar
+        return out
+    if fields.get("part_kind") == "retry-feedback":
+        return [fields]
+    if fields.get("part_kind") == "user-prompt" and "content" in fields:
+        return [{k: v for k, v in fields.items() if k != "form"}]
+    form = str(fields.pop("form", "str"))
+    part = {"part_kind": "user-prompt", **fields, "content": _user_content(message, form)}
+    return [part]
+
+
+def _shown(fields: dict[str, Any]) -> str:
+    """What a non-text tool return looked like to the engine (as ``to_messages`` made it)."""
+    part = _load(
+        {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "", **fields}]}
+    ).parts[0]
+    assert isinstance(part, pa.ToolReturnPart)
+    return part.model_response_str()
+
+
+def _request(group: list[Message]) -> pa.ModelMessage:
+    sidecars = [m.meta.provider.get(SIDECAR_KEY, {}) for m in group]
+    first: dict[str, Any] = next((s for s in sidecars if "whole" in s or "layout" in s), {})
+    if "whole" in first:
+        return _load(first["whole"])
+    by_k = {m.meta.provider.get(SIDECAR_KEY, {}).get("k"): m for m in group}
+    parts: list[dict[str, Any]] = []
+    used: set[int] = set()
+    for entry in first.get("layout", ()):
+        if isinstance(entry, dict):
+            parts.append(entry["opaque"])
+        elif entry in by_k:
+            message = by_k[entry]
+            parts.extend(_request_part_json(message, message.meta.provider[SIDECAR_KEY]["part"]))
+            used.add(id(message))
+    for message in group:  # what the layout does not name: engine-made, or its head was dropped
+        if id(message) not in used:
+            sidecar = message.meta.provider.get(SIDECAR_KEY, {})
+            parts.extend(_request_part_json(message, sidecar.get("part")))
+    return _load({**first.get("request", {"kind": "request"}), "parts": parts})
+
+
+def _response(message: Message) -> pa.ModelMessage:
+    sidecar = message.meta.provider.get(SIDECAR_KEY, {})
+    fields_by_part: list[dict[str, Any]] = list(sidecar.get("parts", ()))
+    neutral = list(message.parts)
+    layout: list[Any] = list(sidecar.get("layout", ()))
+    if len(fields_by_part) != len(neutral) or not all(
+        _matches(p, f) for p, f in zip(neutral, fields_by_part, strict=True)
+    ):
+        # The engine rewrote this message's parts: rebuild from them alone.
+        fields_by_part = [{} for _ in neutral]
+        layout = list(range(len(neutral)))
+    parts: list[dict[str, Any]] = []
+    for entry in layout:
+        if isinstance(entry, dict):
+            parts.append(entry["opaque"])
+            continue
+        part = _response_part_json(neutral[entry], dict(fields_by_part[entry]))
+        if part is not None:
+            parts.append(part)
+    return _load({**sidecar.get("response", {"kind": "response"}), "parts": parts})
+
+
+def _matches(part: Part, fields: dict[str, Any]) -> bool:
+    kind = fields.get("part_kind")
+    return (
+        (isinstance(part, TextPart) and kind == "text")
+        or (isinstance(part, ThinkingPart) and kind == "thinking")
+        or (isinstance(part, ToolCallPart) and kind == "tool-call")
+    )
+
+
+def _response_part_json(part: Part, fields: dict[str, Any]) -> dict[str, Any] | None:
+    if isinstance(part, TextPart | SummaryPart):
+        return {"part_kind": "text", **fields, "content": part.text}
+    if isinstance(part, ThinkingPart):
+        return {
+            "part_kind": "thinking",
+            "signature": part.signature,
+            **fields,
+            "content": part.text,
+        }
+    if isinstance(part, ToolCallPart):
+        form = fields.pop("form", "str")
+        args: object
+        if form == "dict" and part.arguments_valid:
+            args = json.loads(part.arguments)
+        elif form == "none":
+            args = None
+        elif form == "empty":
+            args = ""
+        else:
+            args = part.arguments
+        return {
+            "part_kind": "tool-call",
+            "tool_name": part.name,
+            "tool_call_id": part.call_id,
+            **fields,
+            "args": args,
+        }
+    return None  # an image in an assistant message: pydantic-ai responses carry files otherwise
+
+
+def from_messages(messages: Sequence[Message]) -> list[pa.ModelMessage]:
+    """pydantic-ai messages for contextfold ones (the engine's view, or ``to_messages``' output).
+
+    Consecutive user, tool and system messages of one original request regroup into it;
+    messages the engine made (summaries, notes, synthetic results) join the request they sit in.
+    """
+    out: list[pa.ModelMessage] = []
+    group: list[Message] = []
+    group_id: str | None = None
+
+    def flush() -> None:
+        nonlocal group, group_id
+        if group:
+            out.append(_request(group))
+        group, group_id = [], None
+
+    for message in messages:
+        if message.role == "assistant":
+            flush()
+            out.append(_response(message))
+            continue
+        sidecar = message.meta.provider.get(SIDECAR_KEY)
+        this_id = sidecar.get("group") if isinstance(sidecar, dict) else None
+        if this_id is not None and group and this_id != group_id:
+            flush()
+        if this_id is not None and (group_id is None or not group):
+            group_id = this_id
+        group.append(message)
+    flush()
+    return out
