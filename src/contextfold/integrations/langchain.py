@@ -1,0 +1,223 @@
+"""contextfold for LangChain v1 agents: one middleware for ``create_agent``.
+
+The one-line change::
+
+    from contextfold import ContextEngine, model_for_window
+    from contextfold.integrations.langchain import ContextFoldMiddleware
+
+    engine = ContextEngine(model_for_window(200_000), store="agent.db")
+    agent = create_agent(model, tools, middleware=[ContextFoldMiddleware(engine)])
+
+The agent's graph state keeps the whole transcript, exactly as LangChain built it. On every
+model call the middleware (``wrap_model_call``) appends what is new to a contextfold session and
+hands the model the engine's view instead: big tool outputs cut or offloaded to the store, old
+ones masked, the conversation compacted when the window fills, the history repaired so that
+providers accept it. The middleware registers a ``read_result`` tool that reads an offloaded
+output back.
+
+One contextfold session per conversation: per LangGraph ``thread_id`` when the run has one
+(a thread seen again after a restart of the process resumes its stored session), else one for
+the middleware instance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.config import get_config
+
+from contextfold.engine import ContextEngine, PreparedRequest, Session
+from contextfold.integrations._langchain_messages import (
+    from_message,
+    from_messages,
+    to_messages,
+)
+from contextfold.integrations._sync import HistorySync, message_digest
+from contextfold.messages import Message, ThinkingPart
+from contextfold.store import BrowsableSessionStore
+from contextfold.tool_spec import ToolSpec
+from contextfold.tools import READ_RESULT_TOOL
+
+__all__ = [
+    "ContextFoldMiddleware",
+    "from_message",
+    "from_messages",
+    "to_messages",
+    "tool_spec",
+]
+
+ModelCallResult = ModelResponse[Any] | AIMessage
+
+
+class ContextFoldMiddleware(AgentMiddleware):
+    """Hands the model contextfold's view of the agent's history on every call.
+
+    ``engine`` holds the sessions; ``title`` names them in the store (a thread's session is
+    titled ``"<title> thread <thread_id>"``, which is how a restarted process finds it again).
+    ``session`` continues a stored session for runs without a ``thread_id``
+    (``engine.resume(session_id)``).
+    """
+
+    def __init__(
+        self,
+        engine: ContextEngine,
+        *,
+        title: str = "langchain",
+        session: Session | None = None,
+    ) -> None:
+        super().__init__()
+        self.engine = engine
+        self.title = title
+        self._default = HistorySync(engine, session, title=title)
+        self._threads: dict[str, HistorySync] = {}
+        self.tools: Sequence[BaseTool] = [self._read_result_tool()]
+
+    # -- conversations ---------------------------------------------------------------------------
+
+    def sync_for(self, thread_id: str | None = None) -> HistorySync:
+        """The conversation of ``thread_id`` (the instance's own without one)."""
+        if thread_id is None:
+            return self._default
+        if thread_id not in self._threads:
+            title = f"{self.title} thread {thread_id}"
+            stored = self._stored_session(title)
+            self._threads[thread_id] = HistorySync(self.engine, stored, title=title)
+        return self._threads[thread_id]
+
+    def session(self, thread_id: str | None = None) -> Session:
+        """The contextfold session holding ``thread_id``'s transcript now."""
+        return self.sync_for(thread_id).session
+
+    def _stored_session(self, title: str) -> Session | None:
+        """The thread's latest session in the store, so that a new process continues it."""
+        store = self.engine.store
+        if not isinstance(store, BrowsableSessionStore):
+            return None
+        # Most recently updated first: after a rewrite (a child session) that is the child.
+        for info in store.list_sessions():
+            if info.title == title:
+                return self.engine.resume(info.id)
+        return None
+
+    def _current_sync(self, config: RunnableConfig | None = None) -> HistorySync:
+        return self.sync_for(_thread_id(config))
+
+    # -- the model call --------------------------------------------------------------------------
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelCallResult:
+        """Call the model with the engine's view; record its reply in the session."""
+        sync = self._current_sync()
+        response = handler(self._viewed(sync, request))
+        self._record(sync, request, response)
+        return response
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelCallResult:
+        """:meth:`wrap_model_call` for async runs (the store is written off the event loop)."""
+        sync = self._current_sync()
+        viewed = await asyncio.to_thread(self._viewed, sync, request)
+        response = await handler(viewed)
+        await asyncio.to_thread(self._record, sync, request, response)
+        return response
+
+    def _viewed(self, sync: HistorySync, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        system = request.system_message
+        prepared = sync.prepare(
+            to_messages(request.messages),
+            system=system.text if system is not None else None,
+            tools=[tool_spec(t) for t in request.tools],
+            # read_result is one of request.tools already (this middleware registers it).
+            engine_tools=False,
+        )
+        return request.override(
+            messages=_view_messages(prepared, request.messages),
+            system_message=_view_system(prepared, system),
+        )
+
+    def _record(
+        self, sync: HistorySync, request: ModelRequest[Any], response: ModelResponse[Any]
+    ) -> None:
+        """Store the reply now: the last one of a run would otherwise wait for a next call."""
+        sync.update(to_messages([*request.messages, *response.result]))
+
+    # -- read_result -----------------------------------------------------------------------------
+
+    def _read_result_tool(self) -> BaseTool:
+        def read_result(config: RunnableConfig, **arguments: Any) -> str:
+            ref = str(arguments.pop("ref", ""))
+            return self._current_sync(config).session.read_result(ref, **arguments).content
+
+        return StructuredTool.from_function(
+            func=read_result,
+            name=READ_RESULT_TOOL.name,
+            description=READ_RESULT_TOOL.description,
+            args_schema=dict(READ_RESULT_TOOL.parameters),
+        )
+
+
+def tool_spec(tool: BaseTool | dict[str, Any]) -> ToolSpec:
+    """A LangChain tool as the engine counts it (name, description, JSON schema)."""
+    try:
+        function = convert_to_openai_tool(tool)["function"]
+    except (KeyError, TypeError, ValueError):
+        # A provider's built-in tool (web search...): its own dict is what the model is sent.
+        name = str(tool.get("name", tool.get("type", "tool"))) if isinstance(tool, dict) else "tool"
+        return ToolSpec(name, "", dict(tool) if isinstance(tool, dict) else {})
+    return ToolSpec(
+        function["name"],
+        function.get("description", ""),
+        function.get("parameters", {"type": "object", "properties": {}}),
+    )
+
+
+def _thread_id(config: RunnableConfig | None) -> str | None:
+    if config is None:
+        try:
+            config = get_config()
+        except RuntimeError:  # called outside a LangGraph run
+            return None
+    thread = (config.get("configurable") or {}).get("thread_id")
+    return str(thread) if thread is not None else None
+
+
+def _unchanged_key(message: Message) -> tuple[bytes, tuple[ThinkingPart, ...]]:
+    """What must match for a view message to be the framework's own: the digest leaves
+    thinking out, and a view whose engine dropped old thinking must not get it back."""
+    return message_digest(message), tuple(message.parts_of(ThinkingPart))
+
+
+def _view_messages(prepared: PreparedRequest, history: Sequence[AnyMessage]) -> list[AnyMessage]:
+    """The view as LangChain messages: the original object for every message the engine left
+    as it was (nothing of it lost), a converted one where the engine rewrote it."""
+    originals = {
+        _unchanged_key(neutral): original
+        for neutral, original in zip(to_messages(history), history, strict=True)
+    }
+    out: list[AnyMessage] = []
+    for message in prepared.messages:
+        if message.role == "system":
+            continue  # the request's system_message carries the system prompt
+        original = originals.get(_unchanged_key(message))
+        out.extend([original] if original is not None else from_message(message))
+    return out
+
+
+def _view_system(prepared: PreparedRequest, system: SystemMessage | None) -> SystemMessage | None:
+    text = prepared.system_text
+    if system is not None and system.text == text:
+        return system  # kept as given: its blocks may carry cache_control and the like
+    return SystemMessage(content=text) if text else None
