@@ -1,0 +1,266 @@
+"""The Agents SDK's input items (Responses API dicts) as contextfold messages, and back.
+
+An SDK history is a flat list of items: user and assistant messages, one ``function_call`` item
+per call, one ``function_call_output`` per result, ``reasoning`` items, and the hosted tools'
+own items. contextfold's messages group an assistant's reply (reasoning, text, calls) into one
+message and give each tool result its own, so consecutive assistant-side items become one
+assistant message.
+
+Each message keeps the items it came from in ``meta.provider["openai_agents_items"]``, and
+:func:`items_from_messages` gives those exact items back as long as the message still says what
+they say (same :func:`~contextfold.integrations._sync.message_digest`). A message the engine
+changed (a cut output, a masked result, a summary, a note) is rebuilt from its parts instead.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
+
+from contextfold.integrations._sync import message_digest
+from contextfold.messages import (
+    ImagePart,
+    Message,
+    Meta,
+    Part,
+    SummaryPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+
+__all__ = [
+    "RAW_ITEMS_KEY",
+    "Item",
+    "RawItems",
+    "items_from_messages",
+    "messages_from_items",
+    "plain_item",
+]
+
+Item = dict[str, Any]
+"""One SDK input item as a JSON dict (``TResponseInputItem`` is a union of TypedDicts)."""
+
+RAW_ITEMS_KEY = "openai_agents_items"
+"""Where a message keeps the SDK items it was made from (in ``meta.provider``)."""
+
+_ASSISTANT_SIDE = frozenset({"function_call", "reasoning"})
+"""Item types that belong to the model's reply (grouped into one assistant message)."""
+
+
+def plain_item(item: object) -> Item:
+    """An item as a JSON dict: the SDK hands dicts, but a caller may pass its pydantic models."""
+    if isinstance(item, dict):
+        return cast(Item, item)
+    dump = getattr(item, "model_dump", None)
+    if callable(dump):
+        return cast(Item, dump(exclude_unset=True, mode="json"))
+    raise TypeError(f"not an Agents SDK input item: {type(item).__name__}")
+
+
+def _role(item: Item) -> str | None:
+    role = item.get("role")
+    return role if isinstance(role, str) else None
+
+
+def _is_assistant_side(item: Item) -> bool:
+    kind = item.get("type")
+    if _role(item) == "assistant":
+        return True
+    if kind in _ASSISTANT_SIDE:
+        return True
+    # Hosted tool calls and their outputs (web search, computer, MCP, shell...): opaque to the
+    # engine, kept with the reply they belong to.
+    return _role(item) is None and kind != "function_call_output"
+
+
+def _content_parts(content: object) -> list[Part]:
+    """A message's ``content``: a string or a list of input/output content parts."""
+    if isinstance(content, str):
+        return [TextPart(content)]
+    parts: list[Part] = []
+    if not isinstance(content, list):
+        return parts
+    for entry in content:
+        if not isinstance(entry, dict):
+            continue
+        kind = entry.get("type")
+        if kind in ("input_text", "output_text", "text"):
+            parts.append(TextPart(str(entry.get("text", ""))))
+        elif kind == "refusal":
+            parts.append(TextPart(str(entry.get("refusal", ""))))
+        elif kind == "input_image" and isinstance(entry.get("image_url"), str):
+            detail = entry.get("detail")
+            parts.append(ImagePart(entry["image_url"], detail=detail if detail else None))
+        else:
+            # A file, an image by file id, audio: the model sees it, the engine counts a stand-in.
+            parts.append(TextPart(f"[{kind}] {json.dumps(entry, sort_keys=True)}"))
+    return parts
+
+
+def _output_content(output: object) -> tuple[str, tuple[ImagePart, ...]]:
+    """A ``function_call_output``'s output as result text and images."""
+    if isinstance(output, str):
+        return output, ()
+    texts: list[str] = []
+    images: list[ImagePart] = []
+    for part in _content_parts(output):
+        if isinstance(part, ImagePart):
+            images.append(part)
+        elif isinstance(part, TextPart):
+            texts.append(part.text)
+    return "\n".join(texts), tuple(images)
+
+
+def _reply_parts(item: Item) -> list[Part]:
+    kind = item.get("type")
+    if kind == "function_call":
+        return [
+            ToolCallPart(str(item.get("call_id", "")), str(item["name"]), str(item["arguments"]))
+        ]
+    if kind == "reasoning":
+        texts = [str(s.get("text", "")) for s in item.get("summary") or () if isinstance(s, dict)]
+        texts += [str(c.get("text", "")) for c in item.get("content") or () if isinstance(c, dict)]
+        encrypted = item.get("encrypted_content")
+        return [ThinkingPart("\n".join(texts), signature=encrypted if encrypted else None)]
+    if _role(item) == "assistant":
+        return _content_parts(item.get("content"))
+    return [TextPart(f"[{kind}] {json.dumps(item, sort_keys=True, default=str)}")]
+
+
+def _with_raw(role: str, parts: Sequence[Part], raw: list[Item], **meta: Any) -> Message:
+    provider = {RAW_ITEMS_KEY: copy.deepcopy(raw)}
+    return Message(role, tuple(parts), meta=Meta(provider=provider, **meta))  # type: ignore[arg-type]
+
+
+def messages_from_items(items: Iterable[object]) -> list[Message]:
+    """The SDK's items as contextfold messages, each keeping the items it was made from."""
+    messages: list[Message] = []
+    call_names: dict[str, str] = {}
+    reply: list[Item] = []
+
+    def close_reply() -> None:
+        if reply:
+            parts = [p for item in reply for p in _reply_parts(item)]
+            messages.append(_with_raw("assistant", parts, list(reply)))
+            reply.clear()
+
+    for raw in items:
+        item = plain_item(raw)
+        if item.get("type") == "function_call":
+            call_names[str(item.get("call_id", ""))] = str(item.get("name", ""))
+        if _is_assistant_side(item):
+            reply.append(item)
+            continue
+        close_reply()
+        if item.get("type") == "function_call_output":
+            call_id = str(item.get("call_id", ""))
+            content, images = _output_content(item.get("output", ""))
+            result = ToolResultPart(call_id, call_names.get(call_id, ""), content, images=images)
+            messages.append(_with_raw("tool", [result], [item], kind="tool_result"))
+        else:
+            role = _role(item) or "user"
+            neutral = "system" if role in ("system", "developer") else "user"
+            messages.append(_with_raw(neutral, _content_parts(item.get("content")), [item]))
+    close_reply()
+    return messages
+
+
+RawItems = Mapping[bytes, Sequence[list[Item]]]
+"""Original items by message digest: what :func:`items_from_messages` may give back verbatim."""
+
+
+def raw_items_by_digest(messages: Iterable[Message]) -> dict[bytes, list[list[Item]]]:
+    """The items each message was made from, by digest, in order (equal messages queue up)."""
+    known: dict[bytes, list[list[Item]]] = {}
+    for message in messages:
+        raw = message.meta.provider.get(RAW_ITEMS_KEY)
+        if isinstance(raw, list):
+            known.setdefault(message_digest(message), []).append(raw)
+    return known
+
+
+def _text(part: Part) -> str | None:
+    if isinstance(part, TextPart):
+        return part.text
+    if isinstance(part, SummaryPart):
+        return part.text
+    return None
+
+
+def _rebuilt(message: Message) -> list[Item]:
+    """Fresh items for a message the engine wrote or changed."""
+    if message.role == "tool":
+        out: list[Item] = []
+        for result in message.tool_results:
+            output: object = result.content
+            if result.images:
+                output = [{"type": "input_text", "text": result.content}] + [
+                    {"type": "input_image", "image_url": i.url, "detail": i.detail or "auto"}
+                    for i in result.images
+                ]
+            out.append(
+                {"type": "function_call_output", "call_id": result.call_id, "output": output}
+            )
+        return out
+    if message.role == "assistant":
+        items: list[Item] = []
+        for part in message.parts:
+            text = _text(part)
+            if text is not None:
+                items.append({"role": "assistant", "content": text})
+            elif isinstance(part, ToolCallPart):
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": part.call_id,
+                        "name": part.name,
+                        "arguments": part.arguments,
+                    }
+                )
+            # Reasoning is left out: the Responses API takes it back only as the item it sent
+            # (with its id), which a changed message no longer has.
+        return items
+    content: list[dict[str, Any]] = []
+    for part in message.parts:
+        text = _text(part)
+        if text is not None:
+            content.append({"type": "input_text", "text": text})
+        elif isinstance(part, ImagePart):
+            content.append(
+                {"type": "input_image", "image_url": part.url, "detail": part.detail or "auto"}
+            )
+    role = "developer" if message.role == "system" else "user"
+    if len(content) == 1 and content[0]["type"] == "input_text":
+        return [{"role": role, "content": content[0]["text"]}]
+    return [{"role": role, "content": content}]
+
+
+def items_from_messages(messages: Iterable[Message], known: RawItems | None = None) -> list[Item]:
+    """Messages as SDK items: the original items of each message that still says what they
+    said (looked up in ``known``, else in the message's own meta), fresh items otherwise."""
+    queues: dict[bytes, deque[list[Item]]] = {
+        digest: deque(raws) for digest, raws in (known or {}).items()
+    }
+    items: list[Item] = []
+    for message in messages:
+        digest = message_digest(message)
+        queue = queues.get(digest)
+        if queue:
+            items.extend(copy.deepcopy(queue.popleft()))
+            continue
+        own = message.meta.provider.get(RAW_ITEMS_KEY)
+        if isinstance(own, list) and _same(own, digest):
+            items.extend(copy.deepcopy(own))
+            continue
+        items.extend(_rebuilt(message))
+    return items
+
+
+def _same(raw: list[Item], digest: bytes) -> bool:
+    remade = messages_from_items(raw)
+    return len(remade) == 1 and message_digest(remade[0]) == digest

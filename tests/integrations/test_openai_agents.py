@@ -1,0 +1,329 @@
+"""The OpenAI Agents SDK integration: item mapping, the Session protocol, and a real run.
+
+THE test runs an ``Agent`` with the SDK's own ``ScriptedModel`` (no network): a tool returns
+20,000 lines on every call, the window is 8k, and every input the model gets must fit and be
+valid, ``read_result`` must return what was offloaded, and the store must hold it all and resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import Agent, Runner, function_tool
+from agents.memory import Session as SDKSession
+from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextfold import ContextEngine, ContextPolicy, Message, model_for_window
+from contextfold.integrations._openai_agents_items import Item, plain_item, raw_items_by_digest
+from contextfold.integrations.openai_agents import (
+    ContextfoldSession,
+    items_from_messages,
+    messages_from_items,
+    tool_specs,
+)
+from contextfold.messages import ImagePart, Part, TextPart, ToolCallPart, ToolResultPart
+from contextfold.normalize import history_rules_for, validate
+from contextfold.store import SQLiteStore
+
+pytestmark = pytest.mark.filterwarnings("ignore::contextfold.store.SQLiteVersionWarning")
+
+WINDOW = 8_000
+LINES = 20_000
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "openai_agents_example.py"
+
+
+def _listing(directory: str) -> str:
+    return "\n".join(f"{directory}/module_{i}.py" for i in range(LINES))
+
+
+def _engine(path: Path) -> ContextEngine:
+    return ContextEngine(
+        model_for_window(WINDOW, max_output_tokens=1_000),
+        store=SQLiteStore(path, warn_wal_reset=False),
+        policy=ContextPolicy(background=False),
+    )
+
+
+# -- the mapping ---------------------------------------------------------------------------------
+
+_text = st.text(max_size=30)
+_ids = st.text("abcdef0123456789", min_size=1, max_size=8)
+_args = st.dictionaries(st.text("abc", min_size=1, max_size=3), st.integers(), max_size=3).map(
+    json.dumps
+)
+
+
+@st.composite
+def _user_item(draw: st.DrawFn) -> Item:
+    role = draw(st.sampled_from(["user", "developer"]))
+    if draw(st.booleans()):
+        return {"role": role, "content": draw(_text)}
+    content: list[dict[str, Any]] = [{"type": "input_text", "text": draw(_text)}]
+    if draw(st.booleans()):
+        url = "data:image/png;base64," + draw(_ids)
+        content.append({"type": "input_image", "image_url": url, "detail": "low"})
+    return {"type": "message", "role": role, "content": content}
+
+
+@st.composite
+def _reply(draw: st.DrawFn) -> list[Item]:
+    """One model reply: optional reasoning and text, then calls each answered by an output."""
+    items: list[Item] = []
+    if draw(st.booleans()):
+        summary = [{"type": "summary_text", "text": draw(_text)}]
+        items.append({"type": "reasoning", "id": "rs_" + draw(_ids), "summary": summary})
+    if draw(st.booleans()):
+        text = {"type": "output_text", "text": draw(_text), "annotations": []}
+        items.append(
+            {
+                "type": "message",
+                "role": "assistant",
+                "id": "msg_" + draw(_ids),
+                "status": "completed",
+                "content": [text],
+            }
+        )
+    if draw(st.booleans()):
+        items.append({"type": "web_search_call", "id": "ws_" + draw(_ids), "status": "completed"})
+    calls = draw(st.lists(_ids, max_size=3, unique=True))
+    for call_id in calls:
+        item = {
+            "type": "function_call",
+            "call_id": call_id,
+            "name": "tool",
+            "arguments": draw(_args),
+        }
+        items.append(item)
+    for call_id in calls:
+        output: object = draw(_text)
+        if draw(st.booleans()):
+            output = [{"type": "input_text", "text": output}]
+        items.append({"type": "function_call_output", "call_id": call_id, "output": output})
+    return items
+
+
+_histories = st.lists(st.one_of(_user_item().map(lambda i: [i]), _reply()), max_size=6).map(
+    lambda groups: [item for group in groups for item in group]
+)
+
+
+@given(_histories)
+@settings(max_examples=200, deadline=None)
+def test_items_round_trip_exactly_through_messages(items: list[Item]) -> None:
+    messages = messages_from_items(items)
+    assert items_from_messages(messages) == items
+    # The way the filter uses it: the messages stripped of their meta, the items known apart.
+    bare = [Message(m.role, m.parts) for m in messages]
+    assert items_from_messages(bare, raw_items_by_digest(messages)) == items
+
+
+@st.composite
+def _conversation(draw: st.DrawFn) -> list[Message]:
+    messages: list[Message] = []
+    for turn in range(draw(st.integers(1, 4))):
+        parts: list[Part] = [TextPart(draw(_text))]
+        if draw(st.booleans()):
+            parts.append(ImagePart("data:image/png;base64," + draw(_ids), detail="high"))
+        messages.append(Message("user", tuple(parts)))
+        calls = [
+            ToolCallPart(f"{turn}_{i}", draw(st.sampled_from(["bash", "read"])), draw(_args))
+            for i in range(draw(st.integers(0, 2)))
+        ]
+        text = draw(_text)
+        messages.append(Message.assistant(text, calls) if text or calls else Message.user("x"))
+        messages += [Message.tool(ToolResultPart(c.call_id, c.name, draw(_text))) for c in calls]
+    return messages
+
+
+@given(_conversation())
+@settings(max_examples=200, deadline=None)
+def test_messages_round_trip_through_items(messages: list[Message]) -> None:
+    again = messages_from_items(items_from_messages(messages))
+    assert [(m.role, m.parts) for m in again] == [(m.role, m.parts) for m in messages]
+
+
+# -- the Session protocol ------------------------------------------------------------------------
+
+
+def test_session_keeps_items_exactly_pops_clears_and_resumes(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        engine = _engine(tmp_path / "s.db")
+        session = ContextfoldSession("s1", engine)
+        assert isinstance(session, SDKSession)
+        assert await session.get_items() == []
+        assert await session.pop_item() is None
+        first: list[Any] = [
+            {"role": "user", "content": "hi"},
+            {
+                "type": "message",
+                "role": "assistant",
+                "id": "m1",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "hello", "annotations": []}],
+            },
+        ]
+        await session.add_items(first)
+        await session.add_items([{"role": "user", "content": "bye"}])
+        assert await session.get_items() == [*first, {"role": "user", "content": "bye"}]
+        assert await session.get_items(limit=1) == [{"role": "user", "content": "bye"}]
+        assert await session.get_items(limit=0) == []
+        assert await session.pop_item() == {"role": "user", "content": "bye"}
+        assert await session.get_items() == first
+        # The transcript is append-only: the popped item stays until the history moves on.
+        before = session.sync.session
+        assert [m.text for m in before.view] == ["hi", "hello", "bye"]
+
+        # A new engine on the same file: same items; the list differs from the transcript
+        # after the pop, so it goes on in a child session holding exactly the items' messages.
+        resumed = ContextfoldSession("s1", _engine(tmp_path / "s.db"))
+        assert await resumed.get_items() == first
+        await resumed.add_items([{"role": "user", "content": "again"}])
+        assert resumed.sync.session.info.parent_id == before.id
+        assert [m.text for m in resumed.sync.session.view] == ["hi", "hello", "again"]
+
+        resumed_view = resumed.sync.session.id
+        await resumed.clear_session()
+        assert await resumed.get_items() == []
+        await resumed.add_items([{"role": "user", "content": "fresh"}])
+        moved = resumed.sync.session
+        assert moved.info.parent_id == resumed_view  # a rewritten list goes on in a child
+        assert [m.text for m in moved.view] == ["fresh"]
+        third = ContextfoldSession("s1", _engine(tmp_path / "s.db"))
+        assert third.sync.session.id == moved.id
+        assert await third.get_items() == [{"role": "user", "content": "fresh"}]
+
+    asyncio.run(scenario())
+
+
+# -- THE test: a real run through a small window -------------------------------------------------
+
+
+@function_tool
+def list_files(directory: str) -> str:
+    """List every file under a directory, one path per line."""
+    return _listing(directory)
+
+
+def _last_ref(call: ModelCall) -> str:
+    refs = re.findall(r"ref_[0-9a-f]{12}", json.dumps(call.input))
+    assert refs, "the engine left no ref in the model's input"
+    return str(refs[-1])
+
+
+def _read_call(call: ModelCall) -> list[Any]:
+    args = {"ref": _last_ref(call), "start_line": LINES - 2, "end_line": LINES}
+    return [function_call("read_result", args, call_id="read_1")]
+
+
+def _check_input(call: ModelCall, engine: ContextEngine, agent: Agent[Any]) -> int:
+    """The model's input fits the window and is a valid history; its token count."""
+    messages = messages_from_items(call.input)
+    assert all(m.role != "system" for m in messages)
+    validate(messages, provider=history_rules_for("anthropic"))
+    seen_calls: set[str] = set()
+    for item in call.input:
+        if item.get("type") == "function_call":
+            seen_calls.add(item["call_id"])
+        if item.get("type") == "function_call_output":
+            assert item["call_id"] in seen_calls  # the Responses API's own rule
+    tokens = engine.counter.count_request(
+        messages, system=call.system_instructions or "", tools=tool_specs(agent.tools)
+    )
+    assert tokens <= engine.effective_window
+    return tokens
+
+
+def test_agent_run_through_a_small_window(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        engine = _engine(tmp_path / "run.db")
+        session = ContextfoldSession("run", engine)
+        steps: list[Any] = [
+            [function_call("list_files", {"directory": f"src{i}"}, call_id=f"call_{i}")]
+            for i in range(6)
+        ]
+        steps += [ModelStep.respond(_read_call), [assistant_message("Done.")]]
+        model = ScriptedModel(steps)
+        agent = Agent(
+            name="explorer",
+            instructions="You explore repositories.",
+            model=model,
+            tools=[list_files, session.read_result_tool()],
+        )
+        config = session.run_config(tracing_disabled=True)
+        result = await Runner.run(agent, "List src0..src5.", session=session, run_config=config)
+        model.assert_complete()
+        assert result.final_output == "Done."
+
+        assert len(model.calls) == 8
+        for call in model.calls:
+            _check_input(call, engine, agent)
+            assert call.system_instructions == "You explore repositories."
+        # The SDK's whole history is ~100 times the window; the model never saw a listing whole.
+        items = [plain_item(i) for i in await session.get_items()]
+        whole = engine.counter.count_request(messages_from_items(items))
+        assert whole > 50 * WINDOW
+        assert all(_listing("src5") not in json.dumps(c.input) for c in model.calls)
+
+        # read_result answered with the offloaded lines, and the model got that answer.
+        read = next(i for i in items if i.get("call_id") == "read_1" and "output" in i)
+        assert "src5/module_19999.py" in str(read["output"])
+        assert "src5/module_19999.py" in json.dumps(model.calls[-1].input)
+
+        # The SDK's items are what it added, exactly: the store's item log and a full transcript.
+        outputs = [i["output"] for i in items if i.get("type") == "function_call_output"]
+        assert outputs[:6] == [_listing(f"src{i}") for i in range(6)]
+        store = engine.store
+        assert isinstance(store, SQLiteStore)
+        transcript = [m for _, m in store.iter_messages(session.sync.session.id)]
+        # One contextfold session all along (the filter and add_items agreed on every item),
+        # holding each message once.
+        assert session.sync.session.id == "run"
+        assert len(transcript) == len(messages_from_items(items))
+        results = [r for m in transcript for r in m.tool_results]
+        full = [
+            store.get_blob(session.sync.session.id, r.ref) if r.ref else r.content for r in results
+        ]
+        assert full[:6] == [_listing(f"src{i}") for i in range(6)]
+
+        # A new engine on the same file resumes: same items, same view session, and a second
+        # run goes on from there within the window.
+        engine2 = _engine(tmp_path / "run.db")
+        resumed = ContextfoldSession("run", engine2)
+        assert [plain_item(i) for i in await resumed.get_items()] == items
+        assert resumed.sync.session.id == session.sync.session.id
+        model2 = ScriptedModel(
+            [
+                [function_call("list_files", {"directory": "lib"}, call_id="call_lib")],
+                [assistant_message("lib listed.")],
+            ]
+        )
+        agent2 = agent.clone(model=model2, tools=[list_files, resumed.read_result_tool()])
+        await Runner.run(
+            agent2,
+            "And lib?",
+            session=resumed,
+            run_config=resumed.run_config(tracing_disabled=True),
+        )
+        model2.assert_complete()
+        for call in model2.calls:
+            _check_input(call, engine2, agent2)
+        assert resumed.sync.session.id == session.sync.session.id  # appended, not restarted
+        assert len(await resumed.get_items()) == len(items) + 4  # question, call, output, answer
+
+    asyncio.run(scenario())
+
+
+def test_example_runs() -> None:
+    subprocess.run([sys.executable, str(EXAMPLE)], check=True, timeout=120)
