@@ -22,7 +22,11 @@ pytest.importorskip("langchain.agents")
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain.agents import create_agent
-from langchain.agents.middleware import ClearToolUsesEdit, ContextEditingMiddleware
+from langchain.agents.middleware import (
+    ClearToolUsesEdit,
+    ContextEditingMiddleware,
+    SummarizationMiddleware,
+)
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -279,6 +283,37 @@ def test_stacked_inside_context_editing_restarts_its_session(tmp_path: Path) -> 
     # The child holds the history as context editing left it: the first output cleared.
     stored = _stored(engine, child.id)
     assert any(r.content == "[cleared]" for m in stored for r in m.tool_results)
+    engine.close()
+
+
+def test_next_to_summarization_the_store_keeps_what_the_state_forgets(tmp_path: Path) -> None:
+    """SummarizationMiddleware works in ``before_model``: it rewrites the graph state itself (the
+    old messages removed, a summary in their place), wherever it sits in ``middleware=[...]``.
+    contextfold sees a history that no longer starts with what its session holds, so it goes on
+    in a child session; the parent keeps the whole transcript up to the summary, every output
+    readable whole. Every input still fits the window. (With a 20,000-line output in what it
+    summarizes, LangChain's summarizer gives up: "Previous conversation was too long to
+    summarize" is all the state keeps of it.)"""
+    engine = _engine(tmp_path / "summary.db")
+    model = ScriptedChatModel(
+        steps=[_call("seq", "c1", count=LINES), _call("seq", "c2", count=300), _answer("ok")]
+    )
+    summarizer = ScriptedChatModel(steps=[_answer("Summary: seq was run for 20,000 lines.")])
+    ours = ContextFoldMiddleware(engine)
+    theirs = SummarizationMiddleware(summarizer, trigger=("messages", 4), keep=("messages", 2))
+    agent = create_agent(model, [seq], middleware=[ours, theirs])
+    state = agent.invoke({"messages": [HumanMessage("Count.")]})
+
+    _assert_fits_and_valid(model, engine)
+    summary = state["messages"][0]
+    assert summary.additional_kwargs.get("lc_source") == "summarization"
+    assert all("line 12345" not in m.text for m in state["messages"])  # the state forgot it
+    child = engine.store.get_session(ours.session().id)
+    assert child.parent_id is not None
+    parent = _stored(engine, child.parent_id)
+    first = parent[2].tool_results[0]
+    assert first.ref is not None
+    assert engine.store.get_blob(child.parent_id, first.ref) == seq.invoke({"count": LINES})
     engine.close()
 
 
