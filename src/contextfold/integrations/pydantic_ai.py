@@ -6,7 +6,7 @@ The one-line change::
     from contextfold.integrations.pydantic_ai import ContextFold
 
     engine = ContextEngine(model_for_window(32_000), store="agent.db")
-    agent = Agent(model, tools=[...], capabilities=[ContextFold(engine)])   # <- this
+    agent = Agent(model, tools=tools, capabilities=[ContextFold(engine)])  # <- this
 
 On every model request :class:`ContextFold` appends what is new in the run's history to a
 contextfold session (the store keeps the whole transcript), and sends the model the engine's view
@@ -25,6 +25,7 @@ process or another.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,8 +100,9 @@ class ContextFold(AbstractCapability[Any]):
         system = "\n\n".join([*(m.text for m in system_prompts), *instructions])
         tools = [_spec(t) for t in [*params.function_tools, *params.output_tools]]
         # engine_tools=False: read_result is already among the agent's tools (get_toolset).
-        prepared = self.sync.prepare(
-            history, system=system or None, tools=tools, engine_tools=False
+        # On a worker thread: the engine reads and writes the store.
+        prepared = await asyncio.to_thread(
+            self.sync.prepare, history, system=system or None, tools=tools, engine_tools=False
         )
         self.last_request = prepared
         self.last_history = tuple(history)
@@ -113,7 +115,7 @@ class ContextFold(AbstractCapability[Any]):
     ) -> AgentRunResult[Any]:
         # The run's last answer reaches no further model request: store it now, so the store
         # holds the whole transcript when the run ends.
-        self.sync.update(to_messages(result.all_messages()))
+        await asyncio.to_thread(self.sync.update, to_messages(result.all_messages()))
         return result
 
     @classmethod
