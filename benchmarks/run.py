@@ -121,6 +121,14 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "directly), throughput with 2 workers, tokens sent upstream on replayed transcripts",
         "3",
     ),
+    Benchmark(
+        "integrations",
+        True,
+        "OpenAI Agents SDK, LangChain and pydantic-ai replaying real transcripts: alone, with "
+        "their own context option, with contextfold (32k): calls over the window, tokens, "
+        "prefix reuse, retention, overhead per call",
+        "2",
+    ),
 )
 
 
