@@ -296,3 +296,19 @@ def test_an_agent_with_huge_tool_outputs_runs_through_a_small_window(tmp_path: P
 
 def test_the_example_runs() -> None:
     subprocess.run([sys.executable, str(EXAMPLE)], check=True, timeout=120)
+
+
+def test_only_a_real_providers_usage_anchors_the_engine() -> None:
+    """pydantic-ai's own models guess usage from word counts (about half a real count); the
+    engine would plan past the window if it trusted that."""
+    from pydantic_ai.usage import RequestUsage
+
+    usage = RequestUsage(input_tokens=1_000, output_tokens=20)
+    guessed = pa.ModelResponse(parts=[pa.TextPart("hi")], usage=usage)
+    reported = pa.ModelResponse(parts=[pa.TextPart("hi")], usage=usage, provider_name="openai")
+    [from_function_model] = to_messages([guessed])
+    [from_provider] = to_messages([reported])
+    assert from_function_model.meta.usage is None
+    assert from_provider.meta.usage is not None
+    assert from_provider.meta.usage.input_tokens == 1_000
+    assert from_messages([from_function_model]) == [guessed]  # still kept for the way back

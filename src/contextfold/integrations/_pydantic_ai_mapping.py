@@ -167,11 +167,21 @@ def _response_message(response: pa.ModelResponse, dumped: dict[str, Any]) -> Mes
             usage.cache_read_tokens,
             usage.cache_write_tokens,
         )
-        if usage.input_tokens or usage.output_tokens
+        if (usage.input_tokens or usage.output_tokens) and _measured(response)
         else None,
         provider={SIDECAR_KEY: sidecar},
     )
     return Message("assistant", tuple(parts), meta=meta)
+
+
+_ESTIMATING_MODELS = (None, "function", "test")
+"""``provider_name`` of pydantic-ai's own models (FunctionModel, TestModel), whose usage is a
+word-count guess: about half a real tokenizer's count. Anchoring the engine's estimates on it
+would send requests past the window, so only a real provider's report anchors them."""
+
+
+def _measured(response: pa.ModelResponse) -> bool:
+    return response.provider_name not in _ESTIMATING_MODELS
 
 
 def to_messages(history: Sequence[pa.ModelMessage]) -> list[Message]:
