@@ -505,10 +505,12 @@ def test_unknown_model_without_a_window_is_refused_clearly(
     assert "--window" in response.json()["error"]["message"]
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 def test_dry_run_forwards_untouched_and_records(
-    upstream: ScriptedUpstream, store_path: Path
+    upstream: ScriptedUpstream, store_path: Path, stream: bool
 ) -> None:
     body = {
+        "stream": stream,
         "model": "claude-custom-1",
         "max_tokens": 100,
         "messages": [
@@ -534,9 +536,13 @@ def test_dry_run_forwards_untouched_and_records(
     ):
         response = httpx.post(url + "/v1/messages", json=body, headers={"x-api-key": "k"})
     assert response.status_code == 200
+    if stream:  # the upstream's events, as it sent them
+        assert "event: message_stop" in response.text
     assert upstream.requests_for("/v1/messages")[-1].body == body
     [info] = _stored(store_path)
     assert info.metadata["proxy"]["estimated_upstream_tokens"] > 0
+    with open_store(store_path) as store:  # the reply was recorded from the stream too
+        assert [m.role for _, m in store.iter_messages(info.id)][-1] == "assistant"
 
 
 def test_models_and_count_tokens_pass_through(proxy_url: str) -> None:

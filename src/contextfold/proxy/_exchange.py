@@ -357,8 +357,9 @@ class Exchange:
         relay = self.side.StreamRelay((), self.client)
         decoder = SSEDecoder()
         try:
-            async for chunk in response.aiter_raw():
-                yield chunk  # the client's bytes, untouched
+            # Decoded (a compressed stream's encoding header is not passed on), otherwise as sent.
+            async for chunk in response.aiter_bytes():
+                yield chunk
                 for event, data in decoder.feed(chunk):
                     relay.feed(event, data)
             if relay.round_over:
