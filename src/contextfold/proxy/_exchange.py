@@ -17,6 +17,7 @@ import httpx
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from contextfold._exceptions import ContextOverflowError
+from contextfold.models import Provider
 from contextfold.providers._errors import error_from_response
 from contextfold.proxy._conversation import ENGINE_TOOL_NAMES, Conversation
 from contextfold.proxy._engines import Engines, ProxyStore
@@ -385,7 +386,7 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     return value
 
 
-def _provider(protocol: ProtocolName, upstream: str) -> Any:
+def _provider(protocol: ProtocolName, upstream: str) -> Provider:
     """Whose history rules and cache style requests follow: Anthropic's, OpenAI's own API's
     (lenient), or those of any other server speaking OpenAI's protocol."""
     if protocol == "anthropic":
