@@ -47,6 +47,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "contextfold._history_rules",
             "contextfold._bm25",
             "contextfold.budget",
+            "contextfold.pins",
             "contextfold.config",
             "contextfold.events",  # its sinks write redacted, private files
         ),

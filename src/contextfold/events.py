@@ -38,6 +38,7 @@ __all__ = [
     "OutputOffloaded",
     "OutputTruncated",
     "OverflowRecovered",
+    "PinAdded",
     "SessionRestarted",
     "StoreSink",
     "SummarizerFellBack",
@@ -268,6 +269,19 @@ class ComponentDegraded(Event):
     component: str
     fallback: str
     error: str
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class PinAdded(Event):
+    """A standing constraint was pinned: found in a user message (``source="extracted"``) or set
+    by the agent or the user (``"explicit"``). Every later request carries ``text`` verbatim."""
+
+    type: ClassVar[str] = "pin_added"
+    text: str
+    source: str
+    pins: int = 0
+    """Pins the session holds with this one."""
 
 
 def event_from_dict(data: Mapping[str, Any]) -> Event:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.markup import escape
 
+from contextfold._exceptions import UsageError
 from contextfold.agent import Toolbox, restart_session
 from contextfold.cli._meter import MeterTracker, bar
 from contextfold.cli._printer import TranscriptPrinter, describe_call, print_wrapped
@@ -207,6 +208,40 @@ def manual_compaction_report(result: CompactResult, before_tokens: int, after_to
     )
 
 
+def _pin(chat: ChatState, argument: str) -> bool:
+    session, out = chat.session, chat.out
+    if argument:
+        try:
+            added = session.pin(argument)
+        except UsageError as exc:
+            out.print(f"[red]{escape(str(exc))}[/red]")
+            return True
+        if added is None:
+            out.print("Already pinned.")
+        else:
+            out.print(f"Pinned: {escape(added.text)}", highlight=False)
+    pins = session.pins
+    if not pins:
+        out.print("No pins. /pin TEXT keeps TEXT in every request, whatever compaction removes.")
+        return True
+    out.print(f"[bold]Pins[/bold] ({len(pins)}; sent verbatim with every request):")
+    for number, pin in enumerate(pins, 1):
+        out.print(f"  {number:>2}. {escape(pin.text)}  [dim]({pin.source})[/dim]", highlight=False)
+    return True
+
+
+def _unpin(chat: ChatState, argument: str) -> bool:
+    if not argument.isdigit():
+        chat.out.print("usage: /unpin N (the number /pin lists)")
+        return True
+    removed = chat.session.unpin(int(argument))
+    if removed is None:
+        chat.out.print(f"No pin number {escape(argument)}; /pin lists them.")
+    else:
+        chat.out.print(f"Unpinned: {escape(removed.text)}", highlight=False)
+    return True
+
+
 def _restart(chat: ChatState, argument: str) -> bool:
     child = restart_session(chat.session, focus=argument or None)
     chat.switch(child)
@@ -308,6 +343,8 @@ COMMANDS: dict[str, SlashCommand] = {
             "context", "/context", "what the view holds: summary, refs, recent turns", _context
         ),
         SlashCommand("compact", "/compact [focus]", "compact the context now", _compact),
+        SlashCommand("pin", "/pin [text]", "pin a standing constraint; list the pins", _pin),
+        SlashCommand("unpin", "/unpin N", "remove pin number N", _unpin),
         SlashCommand("instructions", "/instructions", "the AGENTS.md files loaded", _instructions),
         SlashCommand("tools", "/tools", "the tools offered to the model", _tools),
         SlashCommand("sessions", "/sessions", "recent stored sessions", _sessions),

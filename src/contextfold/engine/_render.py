@@ -25,13 +25,50 @@ from contextfold.prompt import (
 from contextfold.providers.types import SystemBlock
 from contextfold.tool_spec import ToolSpec
 
-__all__ = ["NOTE_ID", "SystemPrompt", "build_prompt", "note_message", "render"]
+__all__ = [
+    "NOTE_ID",
+    "PINS_SECTION",
+    "SystemPrompt",
+    "build_prompt",
+    "note_message",
+    "render",
+    "with_pins",
+]
 
 SystemPrompt = str | PromptBuilder | Iterable[PromptSection] | None
 """What an agent gives as its system prompt: a string, a builder, or sections."""
 
 NOTE_ID = "context-note"
 """Id of the per-request note message; it is rebuilt every turn and never stored."""
+
+
+PINS_SECTION = "pins"
+"""Name of the system prompt section holding the session's pins (:mod:`contextfold.pins`)."""
+
+
+def with_pins(system: SystemPrompt, pins_text: str) -> SystemPrompt:
+    """``system`` with the pins rendered as a cacheable section of their own (unchanged when
+    there are none).
+
+    Pins live in the system prompt rather than in the conversation (say, right after a summary)
+    because compaction only ever edits the conversation: there they cannot be summarized,
+    masked or dropped, they need no step to re-inject them after each compaction, and they are
+    measured with the rest of the system text, so the budget counts them. As a stable section
+    (after the agent's own stable ones) they change the cached prefix only when a pin is added
+    or removed, which is rare, and never because a compaction happened.
+
+    Nothing is validated here: :func:`build_prompt` does that, with its fallback.
+    """
+    if not pins_text:
+        return system
+    section = PromptSection(PINS_SECTION, pins_text, True)
+    if system is None:
+        return [section]
+    if isinstance(system, str):
+        return PromptBuilder().set("base", system).add(section)
+    if isinstance(system, PromptBuilder):
+        return PromptBuilder(system.sections).add(section)  # the caller's builder stays as it was
+    return [*system, section]
 
 
 def build_prompt(

@@ -10,7 +10,7 @@ the process, because it describes a request or a worker of this process.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from contextfold._usage import UsageTracker
@@ -20,6 +20,7 @@ from contextfold.engine._window import SessionWindow
 from contextfold.engine.request import PreparedRequest
 from contextfold.estimator import ContextSizeEstimator
 from contextfold.messages import Message
+from contextfold.pins import PinSet
 from contextfold.tools import ToolDeferral
 
 __all__ = ["TurnState"]
@@ -48,6 +49,8 @@ class TurnState:
     rather than jumping (saved)."""
     fixed_text: str = ""
     """The system text (and note) of the latest request, what its usage report covered (saved)."""
+    pins: PinSet = field(default_factory=PinSet)
+    """Standing constraints every request carries verbatim (saved)."""
 
     last: PreparedRequest | None = None
     """The latest prepared request."""
@@ -77,6 +80,7 @@ class TurnState:
             "wind_down_sent": self.wind_down_sent,
             "fixed_text": self.fixed_text,
             "tool_deferral": self.deferral.state(),
+            "pins": self.pins.state(),
             **self.window.state(),
         }
 
@@ -91,6 +95,8 @@ class TurnState:
         self.wind_down_sent = bool(saved.get("wind_down_sent", False))
         self.fixed_text = str(saved.get("fixed_text", ""))
         self.window.restore(saved)
+        # A state saved before pins existed has none: the session starts with an empty set.
+        self.pins = PinSet.from_state(saved.get("pins", []))
         deferral = saved.get("tool_deferral")
         if isinstance(deferral, Mapping):
             self.deferral.restore(deferral)

@@ -17,17 +17,18 @@ from contextfold.compaction import Compactor, CompactResult, RestartPolicy, Summ
 from contextfold.engine._compact import compact_now, compaction_failed, recover
 from contextfold.engine._core import SessionCore
 from contextfold.engine._deps import SessionDeps
-from contextfold.engine._render import SystemPrompt
+from contextfold.engine._render import SystemPrompt, with_pins
 from contextfold.engine._restart import restart
 from contextfold.engine._tools import run_engine_tool
 from contextfold.engine._turn import prepare
 from contextfold.engine.policy import ContextPolicy
 from contextfold.engine.request import PreparedRequest
-from contextfold.events import EventBus, TokenUsage, Trigger
+from contextfold.events import EventBus, PinAdded, TokenUsage, Trigger
 from contextfold.instructions import InstructionsLoader
 from contextfold.messages import Message, Part, ToolCallPart, ToolResultPart, Usage
 from contextfold.models import ModelInfo, Provider
 from contextfold.outputs import OutputLimits, prepare_tool_output
+from contextfold.pins import Pin, PinSource, extract_pins
 from contextfold.providers._from_sdk import chat_response_from_sdk
 from contextfold.providers.types import ChatResponse
 from contextfold.store import SessionInfo, SessionStore
@@ -184,8 +185,16 @@ class Session:
     # -- adding to the conversation --------------------------------------------------------------
 
     def add_message(self, message: Message) -> Message:
-        """Append any message to the transcript (and to the view if the agent may see it)."""
-        return self._core.add_message(message)
+        """Append any message to the transcript (and to the view if the agent may see it).
+
+        A user's message is read for standing constraints ("always…", "never…", "don't…"),
+        which are pinned (see :meth:`pin`).
+        """
+        added = self._core.add_message(message)
+        if added.role == "user" and added.meta.kind == "message" and added.meta.agent_visible:
+            for text in extract_pins(added.text):
+                self._add_pin(text, "extracted")
+        return added
 
     def add_user(self, content: str | Sequence[Part] | Message) -> Message:
         """Append what the user said; it starts a new turn."""
@@ -296,6 +305,43 @@ class Session:
         )
         core.save_state()
 
+    # -- pins --------------------------------------------------------------------------------------
+
+    @property
+    def pins(self) -> tuple[Pin, ...]:
+        """The standing constraints every request carries verbatim, oldest first."""
+        return self._core.state.pins.pins
+
+    def pin(self, text: str) -> Pin | None:
+        """Pin ``text``: from the next request on, every request's system prompt carries it
+        verbatim, whatever compaction does to the conversation. Returns the new pin, or
+        ``None`` when it was pinned already. Explicit pins are never dropped to make room for
+        extracted ones; past :data:`~contextfold.pins.MAX_PINS` explicit pins a new one raises
+        :class:`~contextfold.UsageError`."""
+        if not isinstance(text, str) or not text.strip():
+            raise UsageError("session.pin() needs some text")
+        return self._add_pin(text, "explicit")
+
+    def unpin(self, pin: Pin | str | int) -> Pin | None:
+        """Unpin a pin given as itself, its text, or its 1-based position in :attr:`pins`; the
+        pin removed, or ``None`` when there was no such pin."""
+        removed = self._core.state.pins.remove(pin)
+        if removed is not None:
+            self._core.save_state()
+        return removed
+
+    def _add_pin(self, text: str, source: PinSource) -> Pin | None:
+        core = self._core
+        pins = core.state.pins
+        try:
+            added = pins.add(text, source)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+        if added is not None:
+            core.emit(PinAdded(session_id=core.id, text=added.text, source=source, pins=len(pins)))
+        core.save_state()  # a pin survives a crash before the next turn
+        return added
+
     # -- the per-turn pass -------------------------------------------------------------------------
 
     def prepare(
@@ -312,7 +358,8 @@ class Session:
         (``read_result``, ``compact_context``, and ``tool_search`` when tools are deferred) are
         added unless ``engine_tools`` is false.
         """
-        return prepare(self._core, system, list(tools), engine_tools)
+        pinned = with_pins(system, self._core.state.pins.render())
+        return prepare(self._core, pinned, list(tools), engine_tools)
 
     # -- manual compaction, overflow recovery, restart ---------------------------------------------
 
