@@ -83,7 +83,13 @@ from contextfold.replay import (
 )
 from contextfold.replay.cache import PrefixMeter, price_models
 from contextfold.replay.driver import MeteredSummarizer
-from contextfold.replay.probes import SUMMARY_KINDS
+from contextfold.replay.grounding import (
+    FailedApproach,
+    GroundingPlan,
+    check_failed_approaches,
+    failed_approaches,
+)
+from contextfold.replay.probes import SUMMARY_KINDS, ViewText
 from contextfold.tokens import TokenCounter
 from contextfold.tool_spec import ToolSpec
 
@@ -621,9 +627,18 @@ def replay_method(
     info: ModelInfo,
     counter: TokenCounter,
     probes: Sequence[Probe],
+    grounding: GroundingPlan | None = None,
+    failed: Sequence[FailedApproach] | None = None,
 ) -> ReplayRun:
     """Feed ``transcript`` to the method ``name`` and measure every request as the engine's
-    replay does (tokens by ``counter``, prefix reuse, cost, fit), then probe the final view."""
+    replay does (tokens by ``counter``, prefix reuse, cost, fit), probe the view of every
+    request it compacted before for grounding (what the agent uses in the next turns), and the
+    final view for retention and failed approaches. No method here has refs: nothing it takes
+    out is recoverable."""
+    if grounding is None:
+        grounding = GroundingPlan(transcript.messages)
+    if failed is None:
+        failed = failed_approaches(transcript.messages)
     system = "\n\n".join(m.text for m in transcript.messages if m.role == "system" and m.text)
     tools = list(transcript.tools)
     window = ContextBudget.for_model(info).effective_window
@@ -645,6 +660,8 @@ def replay_method(
         tokens = counter.count_request(view, system=system, tools=tools)
         reuse = meter.measure_segments(wire_segments(view, system, tools, info.provider), tokens)
         edits = (EditMark(compaction.kind, compaction.removed, 0),) if compaction else ()
+        if compaction is not None:
+            run.grounding.add(grounding.items_at(index), ViewText.of(view))
         run.turns.append(
             TurnRecord(
                 turn=len(run.turns),
@@ -664,5 +681,6 @@ def replay_method(
     final, _ = method.request()
     system_messages = [Message.system(system)] if system else []
     run.retention = check_retention(probes, [*system_messages, *final])
+    run.failed_approaches = check_failed_approaches(failed, final)
     run.final_tokens = counter.count_messages(final)
     return run

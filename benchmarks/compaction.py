@@ -26,7 +26,11 @@ method). Per method and window:
 - compression (the whole transcript as one request ÷ the last request) and retention: over the
   transcripts larger than the window, the share of the session's modified files, distinct error
   lines, task and user constraints the final view holds verbatim or in a summary (+ the share only
-  readable through ``read_result``, ours only).
+  readable through ``read_result``, ours only);
+- grounding (:mod:`contextfold.replay.grounding`): at each request a method compacted before,
+  the share of what the agent used in its next five turns (paths, identifiers, numbers, quoted
+  strings seen earlier) that the view sent there holds, that a ref makes recoverable, and that is
+  lost; and the share of failed, later superseded calls the final view still holds.
 
 Every figure is also given as a ratio to the best peer or baseline of the same run.
 
@@ -77,7 +81,13 @@ from contextfold.replay import (
 )
 from contextfold.replay.cache import price_models
 from contextfold.replay.driver import resolve_model
-from contextfold.replay.probes import PROBE_KINDS, SUMMARY_KINDS
+from contextfold.replay.grounding import (
+    LOOKAHEAD_TURNS,
+    GroundingPlan,
+    GroundingTally,
+    failed_approaches,
+)
+from contextfold.replay.probes import PROBE_KINDS, STATUSES, SUMMARY_KINDS, Status
 from contextfold.store import SQLiteVersionWarning
 from contextfold.tokens import counter_for
 
@@ -140,6 +150,11 @@ class Pool:
     probed: int = 0
     """Transcripts retention is pooled over: those larger than the effective window, and any
     other one this method cut (a method may cut before the window is full)."""
+    grounding: GroundingTally = field(default_factory=GroundingTally)
+    """What the agent used after each compaction point, looked up in the view sent there."""
+    failed: dict[Status, int] = field(default_factory=lambda: dict.fromkeys(STATUSES, 0))
+    """Failed, later superseded calls by status in the final view (over the probed
+    transcripts, as retention)."""
 
     def add(self, run: ReplayRun, full_tokens: int, big: bool) -> None:
         self.transcripts += 1
@@ -160,6 +175,9 @@ class Pool:
         cut = run.compactions > 0 or run.mask_batches > 0
         if (big or cut) and run.retention is not None:
             self._add_retention(run.retention)
+            for status, count in (run.failed_approaches or {}).items():
+                self.failed[status] += count
+        self.grounding.merge(run.grounding)
 
     def _add_retention(self, retention: Retention) -> None:
         self.probed += 1
@@ -198,6 +216,32 @@ class Pool:
         kinds = PROBE_KINDS if kind is None else (kind,)
         total = sum(self.totals.get(k, 0) for k in kinds)
         return sum(self.kept.get(k, 0) for k in kinds) / total if total else None
+
+    def grounded(self) -> float | None:
+        """Share of the items used after compaction points that were in the view there."""
+        total = self.grounding.total
+        return self.grounding.in_view / total if total else None
+
+    def grounding_cell(self) -> str:
+        """In view / recoverable / lost, as shares of the items probed."""
+        total = self.grounding.total
+        if not total:
+            return "—"
+        g = self.grounding
+        return f"{g.in_view / total:.1%} / {g.recoverable / total:.1%} / {g.lost / total:.1%}"
+
+    def failed_kept(self) -> float | None:
+        """Share of the failed approaches the final views keep (verbatim or in a summary)."""
+        total = sum(self.failed.values())
+        return (self.failed["verbatim"] + self.failed["summary"]) / total if total else None
+
+    def failed_cell(self) -> str:
+        total = sum(self.failed.values())
+        share = self.failed_kept()
+        if share is None:
+            return "—"
+        extra = self.failed["recoverable"]
+        return f"{share:.1%}" + (f" (+{extra / total:.1%})" if extra else "") + f" of {total:,}"
 
     def retention_cell(self, kind: str | None = None) -> str:
         kinds = PROBE_KINDS if kind is None else (kind,)
@@ -242,6 +286,8 @@ def measure(
     started = time.perf_counter()
     for number, (corpus_name, transcript) in enumerate(transcripts, 1):
         probes = probes_for(transcript.messages)
+        plan = GroundingPlan(transcript.messages)
+        failed = failed_approaches(transcript.messages)
         for window in windows:
             info = resolve_model(transcript, window=window)
             counter = counter_for(info)
@@ -252,9 +298,16 @@ def measure(
             first: dict[str, int] = {}
             for method in METHODS:
                 if method in DEFAULT_PRESETS:
-                    run = replay(transcript, method, window=window, probes=probes)
+                    run = replay(
+                        transcript,
+                        method,
+                        window=window,
+                        probes=probes,
+                        grounding=plan,
+                        failed=failed,
+                    )
                 else:
-                    run = replay_method(method, transcript, info, counter, probes)
+                    run = replay_method(method, transcript, info, counter, probes, plan, failed)
                 out.pools.setdefault((window, method), Pool()).add(run, full, big)
                 if method == DEFAULT_PRESET:
                     out.by_corpus.setdefault((window, corpus_name), Pool()).add(run, full, big)
@@ -344,6 +397,9 @@ def compaction_table(m: Measured, windows: Sequence[int]) -> str:
                     p.retention_cell("task"),
                     p.retention_cell("constraints"),
                     p.retention_cell(),
+                    f"{p.grounding.points:,}",
+                    p.grounding_cell(),
+                    p.failed_cell(),
                 )
             )
     return markdown_table(
@@ -359,6 +415,9 @@ def compaction_table(m: Measured, windows: Sequence[int]) -> str:
             "task",
             "constraints",
             "all facts",
+            "grounding points",
+            "grounded in view / recoverable / lost",
+            "failed approaches kept",
         ),
         rows,
     )
@@ -374,6 +433,8 @@ RATIO_METRICS: tuple[Metric, ...] = (
     (f"$ {OPENAI_PRICE_MODEL}", lambda p: p.cost_openai, False),
     (f"$ {ANTHROPIC_PRICE_MODEL} + summary calls", lambda p: p.cost_with_summaries, False),
     ("facts kept", lambda p: p.retention(), True),
+    ("grounded in view", lambda p: p.grounded(), True),
+    ("failed approaches kept", lambda p: p.failed_kept(), True),
     ("compactions", lambda p: float(p.compactions), False),
     ("CPU per compaction (p50)", lambda p: p.cpu_ms(50) if p.cpu else None, False),
 )
@@ -586,6 +647,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         "cuts smaller ones too; the probed column counts them), the share of the session's "
         "facts the final view holds verbatim or in a summary; (+x%) = only readable through "
         "`read_result`.\n\n"
+        "Grounding (issue 19): at every request before which a method took something out of "
+        "the view (for ours a mask batch too; for `trim_messages` and the sliding window every "
+        "request that dropped anything, so a method that cuts more often is probed more often), "
+        f"what the recorded agent used in its next {LOOKAHEAD_TURNS} assistant turns (the reply "
+        "to that request included): file paths, identifiers (snake_case, camelCase, dotted), "
+        "numbers of 3+ digits and quoted strings in its text and tool-call arguments, kept when "
+        "they appeared earlier in the history (system prompt aside). Each is looked up, exact "
+        "wording, case-insensitive, in the view sent at that point: in view (verbatim or in a "
+        "summary) / recoverable (only behind a ref in the view, through `read_result`: ours "
+        "only) / lost; pooled over every point of every transcript, one count per item and "
+        "point. Grounding points: the points with at least one such item. Failed approaches: a "
+        "tool call whose result failed (an error flag such as a non-zero exit, a traceback, a "
+        "line opening `…Error: `, `error: ` or `fatal: `, `command not found`) and that a later, "
+        "different call of the same tool on the same target (its file argument, or the first "
+        "file-like word of its command) superseded; kept = the first line of its command (for "
+        "an edit, of its longest argument) is in the final view, over the same transcripts as "
+        "retention, of N such calls (+x% = only through `read_result`). `src/contextfold/"
+        "replay/grounding.py` has the exact rules.\n\n"
         f"{compaction}\n\nEach preset as a ratio to the best peer or baseline on that figure "
         "(named in brackets):\n\n"
         f"{ratios}"
@@ -607,6 +686,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "cost_openai": round(p.cost_openai, 2),
                 "compactions": p.compactions,
                 "retention": p.retention(),
+                "grounding_points": p.grounding.points,
+                "grounding": {
+                    "in_view": p.grounding.in_view,
+                    "recoverable": p.grounding.recoverable,
+                    "lost": p.grounding.lost,
+                },
+                "grounded_in_view": p.grounded(),
+                "failed_approaches": dict(p.failed),
                 "cpu_ms_p50": round(p.cpu_ms(50), 3) if p.cpu else None,
             }
             for (window, name), p in m.pools.items()

@@ -47,9 +47,16 @@ from contextfold.models import ModelInfo, ModelRegistry, default_registry, model
 from contextfold.providers.replay import ReplayModel
 from contextfold.providers.types import ChatRequest
 from contextfold.replay.cache import PrefixMeter, input_cost, price_models
+from contextfold.replay.grounding import (
+    FailedApproach,
+    GroundingPlan,
+    check_failed_approaches,
+    failed_approaches,
+)
 from contextfold.replay.probes import (
     SUMMARY_KINDS,
     Probe,
+    ViewText,
     check_retention,
     original_view,
     probes_for,
@@ -153,15 +160,23 @@ def replay(
     policy: ContextPolicy = REPLAY_POLICY,
     registry: ModelRegistry | None = None,
     probes: Sequence[Probe] | None = None,
+    grounding: GroundingPlan | None = None,
+    failed: Sequence[FailedApproach] | None = None,
 ) -> ReplayRun:
     """Replay ``transcript`` with one compaction preset and return what each request was.
 
     ``probes`` are the retention probes checked against the final view (default: those of the
-    transcript, :func:`~contextfold.replay.probes.probes_for`).
+    transcript, :func:`~contextfold.replay.probes.probes_for`). ``grounding`` and ``failed`` are
+    the grounding and failed-approach probes (:mod:`contextfold.replay.grounding`; default: the
+    transcript's own): pass them to share one plan between several replays of a transcript.
     """
     info = resolve_model(transcript, model, window, registry)
+    if grounding is None:
+        grounding = GroundingPlan(transcript.messages)
+    if failed is None:
+        failed = failed_approaches(transcript.messages)
     with reproducible_ids():
-        return _replay_once(transcript, preset, info, policy, probes)
+        return _replay_once(transcript, preset, info, policy, probes, grounding, failed)
 
 
 def _replay_once(
@@ -170,6 +185,8 @@ def _replay_once(
     info: ModelInfo,
     policy: ContextPolicy,
     probes: Sequence[Probe] | None,
+    grounding: GroundingPlan,
+    failed: Sequence[FailedApproach],
 ) -> ReplayRun:
     with warnings.catch_warnings():
         # The store lives in memory: no WAL file and no other writer, so the old-SQLite warning
@@ -182,10 +199,12 @@ def _replay_once(
     try:
         session = engine.new_session(title=transcript.title or transcript.session_id)
         run = ReplayRun(preset, info.name, info.context_window, engine.effective_window)
-        _Replayer(engine, session, transcript, run, summarizer).run()
+        _Replayer(engine, session, transcript, run, summarizer, grounding).run()
         if probes is None:
             probes = probes_for(transcript.messages)
-        run.retention = check_retention(probes, session.view, _ref_reader(engine, session))
+        read_ref = _ref_reader(engine, session)
+        run.retention = check_retention(probes, session.view, read_ref)
+        run.failed_approaches = check_failed_approaches(failed, session.view, read_ref)
         run.final_tokens = engine.counter.count_messages(session.view)
         run.restarts = session.restarts
         return run
@@ -206,6 +225,8 @@ def replay_transcript(
     """Replay ``transcript`` once per preset, beside what the original agent recorded."""
     info = resolve_model(transcript, model, window, registry)
     probes = probes_for(transcript.messages)
+    grounding = GroundingPlan(transcript.messages)
+    failed = failed_approaches(transcript.messages)
     counter = counter_for(info)
     result = TranscriptReplay(
         label=label or transcript.path or transcript.session_id or "transcript",
@@ -217,7 +238,14 @@ def replay_transcript(
     )
     for preset in dict.fromkeys(presets):
         result.runs[preset] = replay(
-            transcript, preset, model=info, policy=policy, registry=registry, probes=probes
+            transcript,
+            preset,
+            model=info,
+            policy=policy,
+            registry=registry,
+            probes=probes,
+            grounding=grounding,
+            failed=failed,
         )
     first = next(iter(result.runs.values()), None)
     if first and first.turns and not _system_text(transcript):
@@ -272,8 +300,10 @@ class _Replayer:
         transcript: Transcript,
         run: ReplayRun,
         summarizer: MeteredSummarizer,
+        grounding: GroundingPlan,
     ) -> None:
         self.engine = engine
+        self.grounding = grounding
         self.summarizer = summarizer
         self.summary_read = 0  # the summarizer's reading already put on a turn
         self.session = session
@@ -325,6 +355,8 @@ class _Replayer:
         else:
             record = self._measured(base, request, before, restarts)
             self._track_peak(request, record)
+            if record.edits:
+                self._probe_grounding(index, request)
         self.run_record.turns.append(record)
         chat = request.to_chat_request() if request else ChatRequest(messages=session.view)
         answer = self.model.complete(chat)
@@ -379,6 +411,16 @@ class _Replayer:
             cost_anthropic=input_cost(self.anthropic, reuse),
             cost_openai=input_cost(self.openai, reuse),
         )
+
+    def _probe_grounding(self, index: int, request: PreparedRequest) -> None:
+        """A compaction point (anything taken out of the view, a mask batch too): look what the
+        agent uses next up in the messages sent, and in what their refs point to."""
+        items = self.grounding.items_at(index)
+        if not items:
+            return
+        view = [m for m in request.messages if m.role != "system"]
+        read_ref = _ref_reader(self.engine, self.session)
+        self.run_record.grounding.add(items, ViewText.of(view, read_ref))
 
     def _track_peak(self, request: PreparedRequest, record: TurnRecord) -> None:
         run = self.run_record

@@ -50,7 +50,10 @@ __all__ = [
     "ProbeResult",
     "Retention",
     "Status",
+    "ViewText",
     "check_retention",
+    "message_texts",
+    "normalize",
     "original_view",
     "probes_for",
     "task_probe_text",
@@ -188,18 +191,19 @@ def task_probe_text(task: str) -> str:
 
 def _needle(text: str) -> str:
     # Facts longer than their limit end with an ellipsis the original never had.
-    return _normalize(text.rstrip("…").rstrip(" .!?"))
+    return normalize(text.rstrip("…").rstrip(" .!?"))
 
 
 def _path_needles(path: str) -> tuple[str, ...]:
     parts = [p for p in path.split("/") if p and p != "."]
-    needles = [_normalize(path)]
+    needles = [normalize(path)]
     if len(parts) >= 2:
-        needles.append(_normalize("/".join(parts[-2:])))
+        needles.append(normalize("/".join(parts[-2:])))
     return tuple(dict.fromkeys(needles))
 
 
-def _normalize(text: str) -> str:
+def normalize(text: str) -> str:
+    """``text`` as probes match it: whitespace collapsed, case folded."""
     return " ".join(text.split()).casefold()
 
 
@@ -218,35 +222,75 @@ def check_retention(
     ``read_ref`` returns the stored text behind a ref (``None`` when unknown); without it
     nothing counts as recoverable (e.g. another agent's view, which has no refs).
     """
-    ordinary: list[str] = []
-    summaries: list[str] = []
-    refs: set[str] = set()
-    for message in view:
-        texts = list(_message_texts(message))
-        (summaries if message.meta.kind in SUMMARY_KINDS else ordinary).extend(texts)
-        refs.update(r.ref for r in message.tool_results if r.ref)
-        for text in texts:
-            refs.update(REF_PATTERN.findall(text))
-    in_view = _normalize("\n".join(ordinary))
-    in_summary = _normalize("\n".join(summaries))
-    stored = ""
-    if read_ref is not None:
-        blobs = (read_ref(ref) for ref in sorted(refs))
-        stored = _normalize("\n".join(b for b in blobs if b))
-    results: list[ProbeResult] = []
-    for probe in probes:
-        status: Status = "lost"
-        if any(n in in_view for n in probe.needles):
-            status = "verbatim"
-        elif any(n in in_summary for n in probe.needles):
-            status = "summary"
-        elif stored and any(n in stored for n in probe.needles):
-            status = "recoverable"
-        results.append(ProbeResult(probe, status))
-    return Retention(tuple(results))
+    text = ViewText.of(view, read_ref)
+    return Retention(tuple(ProbeResult(probe, text.status(probe.needles)) for probe in probes))
 
 
-def _message_texts(message: Message) -> Iterable[str]:
+class ViewText:
+    """A view's text, normalized for lookups: its ordinary messages, its summaries, and (read
+    only when a lookup needs it) the stored outputs its refs point to.
+
+    One lookup gives the best :data:`Status` that applies; the grounding probes
+    (:mod:`contextfold.replay.grounding`) look up many needles in one view through it.
+    """
+
+    def __init__(
+        self,
+        ordinary: str,
+        summaries: str,
+        refs: Iterable[str] = (),
+        read_ref: Callable[[str], str | None] | None = None,
+    ) -> None:
+        self.in_view = ordinary
+        self.in_summary = summaries
+        self.refs = tuple(sorted(set(refs)))
+        self.read_ref = read_ref
+        self._stored: str | None = None
+
+    @classmethod
+    def of(
+        cls, view: Sequence[Message], read_ref: Callable[[str], str | None] | None = None
+    ) -> ViewText:
+        """The text of ``view``; ``read_ref`` reads a stored output by ref (``None``: none is)."""
+        ordinary: list[str] = []
+        summaries: list[str] = []
+        refs: set[str] = set()
+        for message in view:
+            texts = list(message_texts(message))
+            (summaries if message.meta.kind in SUMMARY_KINDS else ordinary).extend(texts)
+            refs.update(r.ref for r in message.tool_results if r.ref)
+            for text in texts:
+                refs.update(REF_PATTERN.findall(text))
+        return cls(normalize("\n".join(ordinary)), normalize("\n".join(summaries)), refs, read_ref)
+
+    @property
+    def stored(self) -> str:
+        """The normalized text of every stored output a ref in the view points to (read once,
+        on first use: most lookups end in the view itself)."""
+        if self._stored is None:
+            blobs: list[str] = []
+            if self.read_ref is not None:
+                blobs = [b for b in map(self.read_ref, self.refs) if b]
+            self._stored = normalize("\n".join(blobs))
+        return self._stored
+
+    def status(self, needles: Iterable[str]) -> Status:
+        """The best status of any of ``needles`` (already normalized) in this view."""
+        needles = tuple(needles)
+        if any(n in self.in_view for n in needles):
+            return "verbatim"
+        if any(n in self.in_summary for n in needles):
+            return "summary"
+        if self.read_ref is not None and self.refs:
+            stored = self.stored
+            if stored and any(n in stored for n in needles):
+                return "recoverable"
+        return "lost"
+
+
+def message_texts(message: Message) -> Iterable[str]:
+    """Every text of ``message`` a model reads: text, summaries, thinking, tool-call arguments
+    (raw and decoded) and tool outputs."""
     if message.role == "user":
         # A slash command as the user typed it: the facts quote it so (its record holds tags).
         typed = typed_text(message.text)

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from contextfold.compaction.pipeline import PresetName
-from contextfold.replay.probes import Retention
+from contextfold.replay.grounding import GroundingTally
+from contextfold.replay.probes import Retention, Status
 
 __all__ = [
     "AGENT_NAMES",
@@ -162,6 +163,11 @@ class ReplayRun:
     summaries: list[tuple[int, str]] = field(default_factory=list)
     """(turn, rendered text) of every structured summary the engine wrote."""
     retention: Retention | None = None
+    grounding: GroundingTally = field(default_factory=GroundingTally)
+    """What the agent used in the turns after each compaction point, looked up in the view sent
+    there (:mod:`contextfold.replay.grounding`); empty when the replay was given no plan."""
+    failed_approaches: dict[Status, int] | None = None
+    """Failed, later superseded calls by status in the final view; ``None`` when not probed."""
     final_tokens: int = 0
     """Our count of the view at the end (what one more request would hold)."""
     restarts: int = 0
@@ -270,6 +276,10 @@ class ReplayRun:
             "final_tokens": self.final_tokens,
             "peak_budget": dict(self.peak_budget),
             "retention": self.retention.to_json() if self.retention else None,
+            "grounding": self.grounding.to_json(),
+            "failed_approaches": (
+                dict(self.failed_approaches) if self.failed_approaches is not None else None
+            ),
             "summaries": [{"turn": turn, "text": text} for turn, text in self.summaries],
         }
         if turns:
