@@ -98,11 +98,19 @@ class Conversation:
         self.store.record_proxy_head(self.tenant, head, session.id, messages, seq)
 
     def _resume(self, session_id: str, stored_head: tuple[int, int]) -> Session:
+        """The session as it stood when it was located; ``ConcurrentWriteError`` when another
+        worker wrote to it in between (the request then locates it again)."""
         if self.kept is not None:
             kept = self.kept.take(session_id, stored_head)
             if kept is not None:
                 return kept
-        return self.engine.resume(session_id)
+        session = self.engine.resume(session_id)
+        if session.stored_head != stored_head:
+            (seq, edit), (now_seq, now_edit) = stored_head, session.stored_head
+            raise ConcurrentWriteError(
+                session_id, seq, now_seq, expected_edit=edit, actual_edit=now_edit
+            )
+        return session
 
     def release(self) -> None:
         """The request is over: keep its session for the conversation's next request."""
