@@ -632,3 +632,20 @@ def test_images_and_signed_thinking_reach_the_upstream_as_sent(
     [sent_thinking] = [b for b in blocks if b.get("type") == "thinking"]
     assert sent_thinking["signature"] == "sig-abc123"
     assert sent_thinking["thinking"] == "Look first."
+
+
+def test_the_clients_instructions_are_not_pinned_into_its_system_prompt(
+    proxy_url: str, upstream: ScriptedUpstream
+) -> None:
+    """Agents resend their standing instructions every time: the proxy does not pin them."""
+    upstream.script = lambda protocol, body: Reply(text="ok")
+    body = {
+        "model": "claude-custom-1",
+        "max_tokens": 50,
+        "system": "You are a coding agent.",
+        "messages": [{"role": "user", "content": "Never touch the tests folder. Fix the bug."}],
+    }
+    response = httpx.post(proxy_url + "/v1/messages", json=body, headers={"x-api-key": "k"})
+    assert response.status_code == 200
+    sent = upstream.requests_for("/v1/messages")[-1].body
+    assert "".join(b["text"] for b in sent["system"]) == "You are a coding agent."

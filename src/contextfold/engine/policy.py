@@ -29,6 +29,8 @@ class ContextPolicy:
     window); ``awareness_note`` adds ``[Context: N% used …]`` past ``thresholds.awareness_at``.
     ``output_max_share`` caps one tool output's inline tokens to a share of the effective window,
     so that the 2,500-token default does not let a few outputs fill a small local model's window.
+    ``extract_pins`` reads user messages for standing constraints and pins them
+    (:mod:`contextfold.pins`); explicit pins work either way.
     """
 
     thresholds: Thresholds = field(default_factory=Thresholds)
@@ -42,6 +44,7 @@ class ContextPolicy:
     reserved_output: int | None = None
     repair: bool = True
     output_max_share: float = DEFAULT_OUTPUT_MAX_SHARE
+    extract_pins: bool = True
 
     def __post_init__(self) -> None:
         if not 0 < self.tool_budget_share <= 1:

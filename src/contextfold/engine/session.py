@@ -188,10 +188,16 @@ class Session:
         """Append any message to the transcript (and to the view if the agent may see it).
 
         A user's message is read for standing constraints ("always…", "never…", "don't…"),
-        which are pinned (see :meth:`pin`).
+        which are pinned (see :meth:`pin`), unless the policy's ``extract_pins`` is off.
         """
         added = self._core.add_message(message)
-        if added.role == "user" and added.meta.kind == "message" and added.meta.agent_visible:
+        extracting = self._core.deps.policy.extract_pins
+        if (
+            extracting
+            and added.role == "user"
+            and added.meta.kind == "message"
+            and added.meta.agent_visible
+        ):
             for text in extract_pins(added.text):
                 self._add_pin(text, "extracted")
         return added

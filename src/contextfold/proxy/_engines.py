@@ -102,6 +102,10 @@ class Engines:
             background=False,
             # The client's tools are its own: deferring them changes what the agent can do.
             tool_budget_share=DEFAULT_TOOL_BUDGET_SHARE if config.defer_tools else 1.0,
+            # Agents resend their own standing instructions with every request (Claude Code's
+            # CLAUDE.md reminders are full of "always" and "never"): pinning them would send
+            # each one twice, and change the system prompt the client wrote.
+            extract_pins=False,
         )
         return ContextEngine(
             self._model(client_model, provider),
