@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from contextfold._exceptions import UnknownModelError
@@ -17,7 +17,7 @@ from contextfold.proxy.config import ProxyConfig
 from contextfold.store import BrowsableSessionStore
 from contextfold.tools import DEFAULT_TOOL_BUDGET_SHARE
 
-__all__ = ["Engines", "ProxyStore"]
+__all__ = ["Engines", "ModelEngine", "ProxyStore"]
 
 
 class ProxyStore(BrowsableSessionStore, Protocol):
@@ -32,6 +32,14 @@ class ProxyStore(BrowsableSessionStore, Protocol):
     def add_to_metadata(self, session_id: str, key: str, counts: Mapping[str, int]) -> None: ...
 
 
+@dataclass(frozen=True)
+class ModelEngine:
+    """The engine of one model, and the sessions this worker keeps for it between requests."""
+
+    engine: ContextEngine
+    kept: KeptSessions
+
+
 class Engines:
     """The engines of one proxy, made on first use and shared by its requests.
 
@@ -43,22 +51,19 @@ class Engines:
     def __init__(self, config: ProxyConfig, store: ProxyStore) -> None:
         self.config = config
         self.store = store
-        self._engines: dict[tuple[Provider, str], ContextEngine] = {}
-        self.kept: dict[int, KeptSessions] = {}
-        """Per engine (by ``id``): the sessions its worker keeps between requests."""
+        self._engines: dict[tuple[Provider, str], ModelEngine] = {}
         self.client_tokens = TokenTally()
         self._lock = threading.Lock()
 
-    def for_model(self, client_model: str, provider: Provider) -> ContextEngine:
+    def for_model(self, client_model: str, provider: Provider) -> ModelEngine:
         """The engine for ``client_model``; :class:`ClientError` when its window is unknown."""
         key = (provider, client_model)
         with self._lock:
-            engine = self._engines.get(key)
-            if engine is None:
-                engine = self._make(client_model, provider)
-                self._engines[key] = engine
-                self.kept[id(engine)] = KeptSessions()
-            return engine
+            made = self._engines.get(key)
+            if made is None:
+                made = ModelEngine(self._make(client_model, provider), KeptSessions())
+                self._engines[key] = made
+            return made
 
     def _model(self, client_model: str, provider: Provider) -> ModelInfo:
         config = self.config
@@ -117,6 +122,6 @@ class Engines:
 
     def close(self) -> None:
         with self._lock:
-            for engine in self._engines.values():
-                engine.close()
+            for made in self._engines.values():
+                made.engine.close()
             self._engines.clear()

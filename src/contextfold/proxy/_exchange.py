@@ -111,17 +111,15 @@ class Exchange:
     # -- the whole request -------------------------------------------------------------------
 
     async def run(self) -> Response:
-        config = self.state.config
-        provider = _provider(self.protocol, config.upstream)
-        engine = self.state.engines.for_model(self.client.model, provider)
-        engines = self.state.engines
+        provider = _provider(self.protocol, self.state.config.upstream)
+        made = self.state.engines.for_model(self.client.model, provider)
         conversation = Conversation(
-            engine,
+            made.engine,
             self.state.store,
             self.tenant,
             self.client,
             explicit_session=self.explicit_session,
-            kept=engines.kept.get(id(engine)),
+            kept=made.kept,
         )
         body = await anyio.to_thread.run_sync(self._begin, conversation)
         headers = {SESSION_HEADER: conversation.current.id}
