@@ -48,6 +48,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "contextfold._bm25",
             "contextfold.budget",
             "contextfold.pins",
+            "contextfold._digests",
             "contextfold.config",
             "contextfold.events",  # its sinks write redacted, private files
         ),

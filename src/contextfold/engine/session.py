@@ -273,6 +273,20 @@ class Session:
             added.append(self.add_message(Message.tool(prepared.part)))
         return added
 
+    def add(self, message: Message) -> None:
+        """Append a message of any role the way its ``add_*`` method does: a user message starts
+        a turn, tool results go through truncation and offloading, a reply anchors on its
+        usage. For hosts that receive a whole history to replay (the proxy, the framework
+        integrations) rather than events one by one."""
+        if message.role == "user":
+            self.add_user(message)
+        elif message.role == "tool":
+            self.add_tool_results(message.tool_results)
+        elif message.role == "assistant":
+            self.add_assistant(message)
+        else:
+            self.add_message(message)
+
     def _call_name(self, call_id: str) -> str:
         for message in reversed(self._core.view):
             for call in message.tool_calls:

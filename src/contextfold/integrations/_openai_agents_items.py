@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from contextfold.integrations._sync import message_digest
+from contextfold._digests import message_digest
 from contextfold.messages import (
     ImagePart,
     Message,

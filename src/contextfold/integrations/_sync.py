@@ -11,59 +11,21 @@ to the old one as its parent: nothing already stored is rewritten.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
+from contextfold._digests import message_digest
 from contextfold.engine import ContextEngine, PreparedRequest, Session
 from contextfold.engine.session import SystemPrompt
 from contextfold.messages import (
-    ImagePart,
     Message,
-    SummaryPart,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
     ToolResultPart,
 )
 from contextfold.store import BrowsableSessionStore, SessionStore
 from contextfold.tool_spec import ToolSpec
 
-__all__ = ["HistorySync", "message_digest"]
-
-
-def _part(part: object) -> list[object]:
-    if isinstance(part, TextPart):
-        return ["text", part.text.strip()]
-    if isinstance(part, ToolCallPart):
-        try:
-            arguments: object = json.loads(part.arguments)
-        except (ValueError, RecursionError):
-            arguments = part.arguments
-        return ["call", part.call_id, part.name, arguments]
-    if isinstance(part, ToolResultPart):
-        images = [hashlib.sha256(i.url.encode()).hexdigest() for i in part.images]
-        return ["result", part.call_id, part.content, part.is_error, images]
-    if isinstance(part, ImagePart):
-        return ["image", hashlib.sha256(part.url.encode()).hexdigest()]
-    if isinstance(part, SummaryPart):
-        return ["summary", part.text]
-    return ["other", type(part).__name__]
-
-
-def message_digest(message: Message) -> bytes:
-    """What a message says (role, text, calls, results, images), hashed: the same message
-    converted from a framework's types twice digests alike. Thinking and whitespace-only text
-    are left out (frameworks drop or re-sign reasoning when they keep it in a history)."""
-    parts = [
-        _part(p)
-        for p in message.parts
-        if not isinstance(p, ThinkingPart) and not (isinstance(p, TextPart) and not p.text.strip())
-    ]
-    text = json.dumps([message.role, parts], sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).digest()
+__all__ = ["HistorySync"]
 
 
 class HistorySync:
@@ -109,7 +71,7 @@ class HistorySync:
                 known = 0
             session = self.session
             for message in messages[known:]:
-                _append(session, message)
+                session.add(message)
             self._seen = digests
             return len(messages) - known
 
@@ -134,17 +96,6 @@ class HistorySync:
         with self._lock:
             self.update(history)
             return self.session.prepare(system=system, tools=tools, engine_tools=engine_tools)
-
-
-def _append(session: Session, message: Message) -> None:
-    if message.role == "user":
-        session.add_user(message)
-    elif message.role == "tool":
-        session.add_tool_results(message.tool_results)
-    elif message.role == "assistant":
-        session.add_assistant(message)
-    else:
-        session.add_message(message)
 
 
 def _stored(session: Session) -> list[Message]:

@@ -86,7 +86,7 @@ class Conversation:
         else:
             session_id, start, stored_head = found
             session = self._resume(session_id, stored_head)
-        self._append(session, self.client.read(start))
+        _append(session, self.client.read(start))
         self.appended = len(self.heads) - start
         self._record(session, self.heads[-1], len(self.heads))
         self.session = session
@@ -176,19 +176,6 @@ class Conversation:
             title=title, metadata=metadata, session_id=explicit, parent_id=self.forked_from
         )
 
-    @staticmethod
-    def _append(session: Session, groups: Sequence[Sequence[Message]]) -> None:
-        for group in groups:
-            for message in group:
-                if message.role == "user":
-                    session.add_user(message)
-                elif message.role == "tool":
-                    session.add_tool_results(message.tool_results)
-                elif message.role == "assistant":
-                    session.add_assistant(message)
-                else:
-                    session.add_message(message)
-
     # -- one round ---------------------------------------------------------------------------------
 
     @property
@@ -221,7 +208,7 @@ class Conversation:
         """Go on in a new session holding the client's whole history, forked from this one."""
         self.forked_from = self.current.id
         session = self._new_session()
-        self._append(session, self.client.read(0))
+        _append(session, self.client.read(0))
         self.appended = len(self.heads)
         self._record(session, self.heads[-1], len(self.heads))
         self.session = session
@@ -279,3 +266,10 @@ class Conversation:
         session = self.current
         self._record(session, extend_head(self.heads[-1], visible), len(self.heads) + 1)
         self.store.add_to_metadata(session.id, METADATA_KEY, {**tally, "requests": 1})
+
+
+def _append(session: Session, groups: Sequence[Sequence[Message]]) -> None:
+    """The client's messages, one group per wire message, appended in order."""
+    for group in groups:
+        for message in group:
+            session.add(message)

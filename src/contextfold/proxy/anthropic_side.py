@@ -6,12 +6,12 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from contextfold._digests import digest_of, fingerprint
 from contextfold._exceptions import FormatError
 from contextfold.engine import PreparedRequest
 from contextfold.formats.anthropic import from_anthropic_message, usage_from_anthropic
 from contextfold.messages import Message
 from contextfold.providers import anthropic_wire
-from contextfold.proxy._identity import digest_of, fingerprint
 from contextfold.proxy._wire import (
     ClientError,
     ClientRequest,

@@ -6,12 +6,12 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from contextfold._digests import arguments_value, digest_of, fingerprint
 from contextfold._exceptions import FormatError
 from contextfold.engine import PreparedRequest
 from contextfold.formats.openai import from_openai_message, usage_from_openai
 from contextfold.messages import Message
 from contextfold.providers import openai_wire
-from contextfold.proxy._identity import digest_of, fingerprint
 from contextfold.proxy._wire import (
     ClientError,
     ClientRequest,
@@ -105,14 +105,6 @@ def _tools(raw: Any) -> tuple[list[ToolSpec], dict[str, Mapping[str, Any]]]:
     return specs, by_name
 
 
-def _arguments(text: Any) -> Any:
-    # Clients re-serialise tool arguments (spacing, key order): compare what they mean.
-    try:
-        return json.loads(text) if isinstance(text, str) else text
-    except (ValueError, RecursionError):
-        return text
-
-
 def _content_items(content: Any) -> list[object]:
     if isinstance(content, str):
         return [["text", text]] if (text := content.strip()) else []
@@ -145,7 +137,9 @@ def wire_digest(raw: Mapping[str, Any]) -> bytes:
     for call in raw.get("tool_calls") or []:
         function = (call.get("function") or {}) if isinstance(call, Mapping) else {}
         call_id = call.get("id") if isinstance(call, Mapping) else None
-        items.append(["call", call_id, function.get("name"), _arguments(function.get("arguments"))])
+        items.append(
+            ["call", call_id, function.get("name"), arguments_value(function.get("arguments"))]
+        )
     return digest_of(role, items)
 
 
