@@ -109,6 +109,7 @@ __all__ = [
     "TrimMessagesPeer",
     "make_method",
     "method_labels",
+    "other_methods",
     "replay_method",
     "wire_segments",
 ]
@@ -127,7 +128,15 @@ METHOD_NAMES: tuple[str, ...] = (
     BASELINE_CODEX,
     BASELINE_OPENHANDS,
 )
-"""Every peer and baseline, in display order."""
+"""Every peer and baseline written into this module, in display order (the real peers of
+:mod:`benchmarks.peers` follow them: :func:`other_methods`)."""
+
+
+def other_methods() -> tuple[str, ...]:
+    """Every peer and baseline the run can measure: this module's, then the real peers."""
+    from benchmarks.peers import real_peers
+
+    return (*METHOD_NAMES, *(peer.name for peer in real_peers()))
 
 MIDDLEWARE_TRIGGER_FRACTION = 0.8
 """The middleware summarizes at this share of the window: our compact threshold (DESIGN.md §4)."""
@@ -191,7 +200,10 @@ def method_labels() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             return "not installed"
 
+    from benchmarks.peers import real_peers
+
     return {
+        **{peer.name: peer.label() for peer in real_peers()},
         PEER_TRIM: f"peer: langchain-core {version('langchain-core')}",
         PEER_SUMMARIZATION: f"peer: langchain {version('langchain')} (its defaults)",
         PEER_SUMMARIZATION_UNTRIMMED: (
@@ -600,7 +612,12 @@ def make_method(
         return CodexLikeBaseline(counter, fixed, window)
     if name == BASELINE_OPENHANDS:
         return OpenHandsLikeBaseline(counter, fixed, window)
-    raise ValueError(f"unknown method {name!r}; known: {', '.join(METHOD_NAMES)}")
+    from benchmarks.peers import real_peers
+
+    for peer in real_peers():
+        if peer.name == name:
+            return peer.make(system, tools, counter, window)
+    raise ValueError(f"unknown method {name!r}; known: {', '.join(other_methods())}")
 
 
 def wire_segments(

@@ -64,8 +64,8 @@ from benchmarks._results import (
 )
 from benchmarks.baselines import (
     BASELINE_SLIDING,
-    METHOD_NAMES,
     method_labels,
+    other_methods,
     replay_method,
 )
 from contextfold.budget import ContextBudget
@@ -100,7 +100,7 @@ QUICK_PER_CORPUS = 2
 """Transcripts per corpus in ``--quick`` mode (the first ones under :data:`QUICK_MAX_BYTES`)."""
 QUICK_MAX_BYTES = 1_000_000
 """Files larger than this are left out in ``--quick`` mode (seconds, not minutes)."""
-METHODS: tuple[str, ...] = (*DEFAULT_PRESETS, *METHOD_NAMES)
+METHODS: tuple[str, ...] = (*DEFAULT_PRESETS, *other_methods())
 
 
 def corpus(quick: bool) -> Iterator[tuple[str, Transcript]]:
@@ -444,7 +444,7 @@ def best_other(
     m: Measured, window: int, value: Callable[[Pool], float | None], higher: bool
 ) -> tuple[str, float] | None:
     """The best peer or baseline on one figure at ``window``: (name, value)."""
-    found = [(name, v) for name in METHOD_NAMES if (v := value(m.pools[window, name])) is not None]
+    found = [(name, v) for name in other_methods() if (v := value(m.pools[window, name])) is not None]
     if not found:
         return None
     return (max if higher else min)(found, key=lambda item: item[1])
@@ -535,7 +535,7 @@ def targets(m: Measured, windows: Sequence[int]) -> list[dict[str, object]]:
     over = sum(ours_over.values())
     others = ", ".join(
         f"{_short(name)} {sum(m.pools[w, name].over_window for w in windows):,}"
-        for name in METHOD_NAMES
+        for name in other_methods()
     )
     over_held = ""
     if over:
@@ -594,7 +594,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not should_write(args):
         return
     labels = method_labels()
-    what = "\n".join(f"- {name}: {labels[name]}" for name in METHOD_NAMES)
+    what = "\n".join(f"- {name}: {labels[name]}" for name in other_methods())
     requests = m.pools[WINDOWS[0], DEFAULT_PRESET].requests
     big = {w: m.big_transcripts[w] for w in WINDOWS}
     setup = (
