@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -133,6 +133,7 @@ def test_the_compaction_session_compacts_into_the_user_messages_and_a_summary() 
 
     compacted = [(view, c, fed) for view, c, fed in requests if c is not None]
     assert len(compacted) >= 2, "the session compacted less than twice at 80 % of 2,000 tokens"
+    assert cast(object, peer.session.client) is peer.client  # it never built a real client
     assert peer.client.responses.calls == len(compacted)  # the fake answered every compact
     for view, compaction, fed in compacted:
         assert compaction.kind == "summary" and compaction.summary_input_tokens > 0

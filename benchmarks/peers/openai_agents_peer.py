@@ -23,8 +23,9 @@ run would send.
   stored history with what comes back. The view is the session's items.
 
   Two things differ from a live run, both said here. The decision hook: the SDK's default
-  compacts as soon as 10 non-user items are stored (about five tool calls), whatever their
-  size, which would compact at almost every request of a coding session; we pass instead a
+  compacts as soon as 10 items other than user messages are stored (three or four tool calls
+  with their outputs), whatever their size, which would compact at almost every request of a
+  coding session; we pass instead a
   hook that compacts when the request (system prompt and tools included, counted with the
   benchmark's counter) reaches 80 % of the effective window, the same threshold as our own
   compaction and the LangChain middleware row. The timing: the Runner asks for compaction
@@ -412,8 +413,9 @@ PEERS: tuple[Peer, ...] = (
         PEER_COMPACTION_SESSION,
         lambda: (
             f"peer: openai-agents {_version()} (OpenAIResponsesCompactionSession over "
-            "SQLiteSession, compacting at 80 % of the window instead of its default 10 items; "
-            "fake responses.compact with our extractive summary)"
+            "SQLiteSession, run_compaction before every request, compacting at 80 % of the "
+            "window instead of its default 10 items; fake responses.compact with our "
+            "extractive summary)"
         ),
         _make_compaction_session,
     ),
