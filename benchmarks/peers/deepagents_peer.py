@@ -198,7 +198,8 @@ class DeepAgentsPeer:
 
         def summarizing(request: ModelRequest[Any]) -> ModelResponse[Any]:
             response = self.summarization.wrap_model_call(request, model)
-            return _unwrapped(response, commands)
+            unwrapped: ModelResponse[Any] = _unwrapped(response, commands)
+            return unwrapped
 
         request: ModelRequest[Any] = ModelRequest(
             model=self.model,

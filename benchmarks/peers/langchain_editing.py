@@ -155,7 +155,7 @@ class ContextEditingPeer:
         from langchain_core.messages import SystemMessage
 
         self.trigger = int(max_input_tokens * MIDDLEWARE_TRIGGER_FRACTION)
-        self.middleware: ContextEditingMiddleware[Any, Any, Any] = ContextEditingMiddleware(
+        self.middleware: ContextEditingMiddleware[Any, Any] = ContextEditingMiddleware(
             edits=[ClearToolUsesEdit(trigger=self.trigger)]
         )
         # Never called: the handler below stands in for the model.
@@ -186,7 +186,7 @@ class ContextEditingPeer:
             messages=list(self.history.lc),
             system_message=self.system_message,
             tools=self.tools,
-            state={"messages": self.history.lc},  # type: ignore[typeddict-item]
+            state={"messages": self.history.lc},
         )
         started = time.thread_time()
         self.middleware.wrap_model_call(request, model)
