@@ -7,6 +7,7 @@ clear or cut something, and every view must be a valid request (each tool result
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -127,6 +128,31 @@ def test_deepagents_summarizes_past_its_trigger_with_our_summarizer() -> None:
     assert sum(m.meta.kind in SUMMARY_KINDS for m in view) == 1
     assert len(view) < len(messages)
     assert any(path.startswith("/conversation_history/") for path in peer.state["files"])
+    assert peer.overflow_errors == 0
+
+
+class _HeavyCounter(HeuristicCounter):
+    """Counts every request twice as heavy as deepagents' own estimate would."""
+
+    def count_request(self, messages: Any, *, system: str = "", tools: Any = ()) -> int:
+        return 2 * super().count_request(messages, system=system, tools=tools)
+
+
+def test_deepagents_recovers_when_the_provider_refuses_a_request() -> None:
+    messages = _session(30)
+    window = 6_000
+    peer = DeepAgentsPeer("You are careful.", [BASH], _HeavyCounter(), max_input_tokens=window)
+    requests = _requests(peer, messages)
+
+    refusals = [c for _, c in requests if c is not None and c.refused]
+    assert refusals, "its estimate stays under its trigger while the provider counts more"
+    assert all(size > window for c in refusals for size in c.refused)
+    assert all(c.kind == "summary" for c in refusals)  # it summarized and sent again
+    for view, _ in requests:
+        validate(view)
+        assert (
+            _HeavyCounter().count_request(view, system="You are careful.", tools=[BASH]) <= window
+        )
     assert peer.overflow_errors == 0
 
 

@@ -24,9 +24,18 @@ compiled agent (they are held by its model and tool nodes) and call their hooks 
   the transcript's result, as the tool would), and what it returns is what the state keeps;
 - before every request, ``FilesystemMiddleware.wrap_model_call`` wraps
   ``SummarizationMiddleware.wrap_model_call``, which wraps a handler standing in for the model
-  that records the messages it was handed: those are the request. The state updates they
-  return (the summarization event, messages they rewrote) are applied to the state as the
-  graph would apply them.
+  provider: it measures the messages it was handed with the transcript's counter (ours, as
+  every method's requests are measured) and, like a provider, refuses a request over the window
+  with ``ContextOverflowError``. deepagents catches that and recovers its own way (summarizes,
+  or moves the newest large results to its filesystem, and sends once more); the refused
+  requests are reported as such (over the window, not billed). The messages of the request
+  that goes through are the view. The state updates the hooks return (the summarization
+  event, messages they rewrote) are applied to the state as the graph would apply them.
+
+The refusal matters: deepagents decides when to summarize with LangChain's approximate count
+(characters / 4, system prompt and tool schemas included), which can sit well under the real
+count (0.75 of it on the longest Claude Code session of the corpus): it then learns of an
+overflow from the provider, before its own trigger is reached.
 
 The request carries the replayed agent's own system prompt and tools (as OpenAI tool schemas),
 not the prompt and tools deepagents would add for itself, so the middleware weighs the same
@@ -35,9 +44,10 @@ through LangGraph's config keys; we supply them, backed by a dict.
 
 What it costs the agent. A result moved to the filesystem, and what a summary replaced, are
 readable again only through deepagents' own tools, not our ``read_result``: both count as out
-of view. When its summarization cannot bring a request under its input budget (95 % of the
-window), deepagents raises ``ContextOverflowError`` (the agent run would stop); we send the
-request as it stood instead, over the window, and count those in ``overflow_errors``.
+of view. When nothing deepagents does brings a request into the window, it raises
+``ContextOverflowError`` and the agent run would stop; the replay instead sends the last
+request it tried, over the window, leaves the state as it was, and counts these in
+``overflow_errors``.
 """
 
 from __future__ import annotations
@@ -120,6 +130,8 @@ class DeepAgentsPeer:
             raise RuntimeError("create_deep_agent did not use the summarization middleware given")
         self.system_message = SystemMessage(system) if system else None
         self.tools: list[Any] = list(tools_to_openai(tools))
+        self.system, self.tool_specs = system, list(tools)
+        self.counter, self.window = counter, max_input_tokens
         self.history = _LangChainHistory()
         # The history file's name is made from a random id the middleware keeps in the state;
         # a fixed one makes replays repeatable (the summary message names that file).
@@ -144,18 +156,12 @@ class DeepAgentsPeer:
 
     def add(self, message: Message) -> None:
         converted = self.history.add(message)
-        if message.role != "tool":
-            self._append(converted)
-            return
-        started = time.thread_time()
-        kept = [self._through_tool_hook(item) for item in converted]
-        self._offload_cpu += time.thread_time() - started
-        self._append(kept)
-
-    def _append(self, lc_messages: Sequence[Any]) -> None:
-        from langgraph.graph.message import add_messages
-
-        self.state["messages"] = add_messages(self.state["messages"], list(lc_messages))
+        if message.role == "tool":
+            started = time.thread_time()
+            converted = [self._through_tool_hook(item) for item in converted]
+            self._offload_cpu += time.thread_time() - started
+        # New ids (m{index}.{k}): appending is what the messages reducer would do.
+        self.state["messages"].extend(converted)
 
     def _through_tool_hook(self, result: Any) -> Any:
         """``result`` as ``FilesystemMiddleware.wrap_tool_call`` lets it into the state."""
@@ -191,9 +197,21 @@ class DeepAgentsPeer:
 
         sent: list[Any] = []
         commands: list[Any] = []
+        refused: list[int] = []
+        provider_cpu = 0.0
 
         def model(request: ModelRequest[Any]) -> ModelResponse[Any]:
+            # The provider: it refuses a request over the window, which deepagents catches
+            # (it then summarizes, or offloads the newest results, and sends once more).
+            nonlocal provider_cpu
+            started = time.thread_time()
             sent[:] = request.messages
+            view = edited_view(self.history, sent, self._summary_message)
+            size = self.counter.count_request(view, system=self.system, tools=self.tool_specs)
+            provider_cpu += time.thread_time() - started
+            if size > self.window:
+                refused.append(size)
+                raise ContextOverflowError(f"prompt is too long: {size} tokens > {self.window}")
             return ModelResponse(result=[AIMessage("")])
 
         def summarizing(request: ModelRequest[Any]) -> ModelResponse[Any]:
@@ -213,15 +231,21 @@ class DeepAgentsPeer:
             with self._graph_context():
                 _unwrapped(self.filesystem.wrap_model_call(request, summarizing), commands)
         except ContextOverflowError:
-            # deepagents would stop the run here; the request goes out as it stood.
+            # Nothing deepagents did brought the request into the window: the agent run would
+            # stop here. The replay goes on: the last request it tried is sent, over the window
+            # (it is counted there, not among the refused), and the state stays as it was.
             self.overflow_errors += 1
             self._pending = None
-            event = self.state.get(SUMMARIZATION_EVENT_KEY)
-            sent[:] = self.summarization._apply_event_to_messages(self.state["messages"], event)
             commands.clear()
+            if refused:
+                refused.pop()
+            else:
+                event = self.state.get(SUMMARIZATION_EVENT_KEY)
+                messages = self.state["messages"]
+                sent[:] = self.summarization._apply_event_to_messages(messages, event)
         for command in commands:
             self._apply(command.update or {})
-        cpu = time.thread_time() - started + self._offload_cpu
+        cpu = time.thread_time() - started - provider_cpu + self._offload_cpu
         read = self.summarizer.read - read_before
         view = edited_view(self.history, sent, self._summary_message)
         out_of_view = len(self.history.messages) - len(
@@ -230,16 +254,19 @@ class DeepAgentsPeer:
         cut, self.out_of_view = max(0, out_of_view - self.out_of_view), out_of_view
         offloaded, self.offloaded, self._offload_cpu = self.offloaded, 0, 0.0
         if cut or read:
-            return view, Compaction("summary", cut, cpu, (), read)
-        if offloaded:
-            return view, Compaction("drop", offloaded, cpu)
+            return view, Compaction("summary", cut, cpu, tuple(refused), read)
+        if offloaded or refused:
+            return view, Compaction("drop", offloaded, cpu, tuple(refused))
         return view, None
 
     def _apply(self, update: dict[str, Any]) -> None:
         """Apply one state update the middleware returned, as the agent graph would."""
+        from langgraph.graph.message import add_messages
+
         for key, value in update.items():
             if key == "messages":
-                self._append(value)
+                # Messages the middleware rewrote replace theirs by id, as the reducer does.
+                self.state["messages"] = add_messages(self.state["messages"], value)
             elif key == "files":
                 self.state["files"] = {**self.state["files"], **value}
             else:
