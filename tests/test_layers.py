@@ -68,6 +68,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "contextfold._usage",
             "contextfold.providers",
             "contextfold.formats",
+            "contextfold.ledger",
+            "contextfold.loss",
         ),
     ),
     ("engine", ("contextfold.engine",)),

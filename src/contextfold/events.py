@@ -33,6 +33,7 @@ __all__ = [
     "EventBus",
     "EventSink",
     "JsonlSink",
+    "LossReported",
     "MemorySink",
     "ObservationsMasked",
     "OutputOffloaded",
@@ -399,3 +400,33 @@ class EventBus:
                         f"contextfold: event sink {type(sink).__name__} failed: {exc}",
                         file=sys.stderr,
                     )
+
+
+# --------------------------------------------------------------------------------------------------
+# Loss reports (registered here, after the sinks, like any other event)
+# --------------------------------------------------------------------------------------------------
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class LossReported(Event):
+    """What a compaction or mask batch took out of the view, and where it can still be read.
+
+    It follows the compaction's :class:`CompactionFinished`. The counts cover every probe that
+    left the view (facts, pins and ledger items: :mod:`contextfold.loss`); ``items`` lists some
+    of them (the lost ones first), each as ``{"kind", "text", "where", "ref"}`` with ``where``
+    one of ``"summary"``, ``"pinned"``, ``"ledger"``, ``"ref"`` (``read_result <ref>`` reads it
+    back) or ``"lost"``.
+    """
+
+    type: ClassVar[str] = "loss_reported"
+    trigger: Trigger
+    out_of_view: int = 0
+    in_summary: int = 0
+    pinned: int = 0
+    in_ledger: int = 0
+    behind_ref: int = 0
+    lost: int = 0
+    items: tuple[Mapping[str, Any], ...] = ()
+    ledger_items: int = 0
+    """Items the session's ledger holds after the compaction."""

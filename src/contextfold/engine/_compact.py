@@ -201,6 +201,7 @@ def apply_result(
                 note=result.reason if result.failed else "",
             )
         )
+        core.emit(state.account_for(result, trigger, core.id))
     elif trigger != "mask":
         compaction_failed(core, trigger, m.tokens, after, _why_unused(result))
     return result

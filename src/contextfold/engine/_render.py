@@ -26,12 +26,15 @@ from contextfold.providers.types import SystemBlock
 from contextfold.tool_spec import ToolSpec
 
 __all__ = [
+    "LEDGER_SECTION",
     "NOTE_ID",
     "PINS_SECTION",
     "SystemPrompt",
     "build_prompt",
     "note_message",
     "render",
+    "with_kept",
+    "with_ledger",
     "with_pins",
 ]
 
@@ -59,9 +62,36 @@ def with_pins(system: SystemPrompt, pins_text: str) -> SystemPrompt:
 
     Nothing is validated here: :func:`build_prompt` does that, with its fallback.
     """
-    if not pins_text:
+    return _with_section(system, PINS_SECTION, pins_text)
+
+
+LEDGER_SECTION = "ledger"
+"""Name of the system prompt section holding the artifact ledger (:mod:`contextfold.ledger`)."""
+
+
+def with_ledger(system: SystemPrompt, ledger_text: str) -> SystemPrompt:
+    """``system`` with the artifact ledger as a cacheable section of its own, after the pins
+    (unchanged when the ledger is empty, as it is until the first compaction).
+
+    Like the pins, the ledger stays out of the conversation so that no compaction can summarize
+    it away. Unlike them it changes, but only when a compaction or mask batch changed the view
+    (the prefix the provider cached is broken from the first edited message then, and usually
+    from the first message), so it adds no cache break of its own.
+    """
+    return _with_section(system, LEDGER_SECTION, ledger_text)
+
+
+def with_kept(system: SystemPrompt, *, pins: str, ledger: str) -> SystemPrompt:
+    """``system`` with what every request carries whatever compaction does: the rendered pins,
+    then the rendered artifact ledger (each left out when empty)."""
+    return with_ledger(with_pins(system, pins), ledger)
+
+
+def _with_section(system: SystemPrompt, name: str, text: str) -> SystemPrompt:
+    """``system`` with a stable section ``name`` holding ``text`` (unchanged without text)."""
+    if not text:
         return system
-    section = PromptSection(PINS_SECTION, pins_text, True)
+    section = PromptSection(name, text, True)
     if system is None:
         return [section]
     if isinstance(system, str):

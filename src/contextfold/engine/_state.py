@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextfold._usage import UsageTracker
-from contextfold.compaction import StructuredSummary
+from contextfold.compaction import CompactResult, StructuredSummary
 from contextfold.engine._recovery import RefusedRequest
 from contextfold.engine._window import SessionWindow
 from contextfold.engine.request import PreparedRequest
 from contextfold.estimator import ContextSizeEstimator
+from contextfold.events import LossReported, Trigger
+from contextfold.ledger import Ledger, ledger_items, stored_refs, token_budget
+from contextfold.loss import left_the_view, loss_report
 from contextfold.messages import Message
 from contextfold.pins import PinSet
 from contextfold.tools import ToolDeferral
@@ -51,6 +54,9 @@ class TurnState:
     """The system text (and note) of the latest request, what its usage report covered (saved)."""
     pins: PinSet = field(default_factory=PinSet)
     """Standing constraints every request carries verbatim (saved)."""
+    ledger: Ledger = field(default_factory=Ledger)
+    """The files, commands, errors and identifiers the session touched, as of its latest
+    compaction; every request carries it verbatim (saved). Empty until a compaction."""
 
     last: PreparedRequest | None = None
     """The latest prepared request."""
@@ -81,6 +87,7 @@ class TurnState:
             "fixed_text": self.fixed_text,
             "tool_deferral": self.deferral.state(),
             "pins": self.pins.state(),
+            "ledger": self.ledger.state(),
             **self.window.state(),
         }
 
@@ -97,9 +104,57 @@ class TurnState:
         self.window.restore(saved)
         # A state saved before pins existed has none: the session starts with an empty set.
         self.pins = PinSet.from_state(saved.get("pins", []))
+        self.ledger = Ledger.from_state(saved.get("ledger", []))
         deferral = saved.get("tool_deferral")
         if isinstance(deferral, Mapping):
             self.deferral.restore(deferral)
+
+    def account_for(self, result: CompactResult, trigger: Trigger, session_id: str) -> LossReported:
+        """Refresh the ledger for the view ``result`` gives, and report what left the view.
+
+        Called only when a compaction or mask batch changed the view: the request's prefix is
+        broken then anyway, so the ledger (a system prompt section) costs no extra cache break.
+        Its new items are those of the view the compaction started from that the new view no
+        longer shows (what is still in view needs no entry), with the refs of the outputs the
+        new view stands for (or the ledger named already): only those lead to a stored output.
+        The ledger names a ref a drop note kept without showing it.
+        """
+        readable = stored_refs(result.view) | self.ledger.refs
+        shown = self.ledger.render()
+        self.ledger = self.ledger.merged(
+            left_the_view(ledger_items(result.before_view, readable_refs=readable), result.view),
+            max_tokens=token_budget(self.window.context_window),
+        )
+        self._expect_ledger(shown, self.ledger.render())
+        report = loss_report(
+            result.before_view,
+            result.view,
+            pins=[pin.text for pin in self.pins.pins],
+            ledger=self.ledger,
+        )
+        return LossReported(
+            session_id=session_id,
+            trigger=trigger,
+            out_of_view=report.count(),
+            in_summary=report.count("summary"),
+            pinned=report.count("pinned"),
+            in_ledger=report.count("ledger"),
+            behind_ref=report.count("ref"),
+            lost=report.count("lost"),
+            items=tuple(item.to_dict() for item in report.listed()),
+            ledger_items=len(self.ledger),
+        )
+
+    def _expect_ledger(self, shown: str, renewed: str) -> None:
+        """Count the renewed ledger in :attr:`fixed_text`, which the session is measured with
+        until its next request: a compaction outside a turn (``recover``, ``/compact``) reports
+        the size of the request that will carry the new ledger, not of the last one."""
+        if not self.fixed_text or shown == renewed:
+            return
+        if shown and shown in self.fixed_text:
+            self.fixed_text = self.fixed_text.replace(shown, renewed, 1)
+        else:
+            self.fixed_text = f"{self.fixed_text}\n\n{renewed}"
 
     def last_view(self) -> list[Message]:
         """The view the latest request was made from (without its note for the model)."""

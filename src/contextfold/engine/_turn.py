@@ -28,7 +28,7 @@ from contextfold.engine._compact import act
 from contextfold.engine._core import SessionCore
 from contextfold.engine._measure import Measurement, awareness_note
 from contextfold.engine._recovery import ENGINE_PROVIDER
-from contextfold.engine._render import SystemPrompt, build_prompt, render
+from contextfold.engine._render import SystemPrompt, build_prompt, render, with_kept
 from contextfold.engine._tools import with_engine_tools
 from contextfold.engine.request import PreparedRequest
 from contextfold.events import Event
@@ -67,7 +67,13 @@ def prepare(
         m = core.measure(prompt.fixed, chosen.selected, prompt.built)
         core.state.window.require_room(m.fixed_tokens, m.budget.tools, provider=ENGINE_PROVIDER)
         zone = m.zone
+        ledger = core.state.ledger
         compaction, m = _apply_step(core, m, prompt, chosen)
+        if core.state.ledger is not ledger:
+            # The compaction refreshed the ledger: this request carries it (its prefix changed
+            # anyway), rather than the next one breaking the provider's cache again to add it.
+            prompt = _prompt_step(core, system)
+            m = core.measure(prompt.fixed, chosen.selected, prompt.built)
         notes = _notes_step(core, m, chosen)
         view, repairs = _repair_step(core)
         request = _render_step(core, prompt, chosen, notes, m, zone, view, repairs)
@@ -85,7 +91,9 @@ def prepare(
 
 
 def _prompt_step(core: SessionCore, system: SystemPrompt) -> _Prompt:
-    built, stable_text, failure = build_prompt(system, core.deps.instructions)
+    state = core.state
+    kept = with_kept(system, pins=state.pins.render(), ledger=state.ledger.render())
+    built, stable_text, failure = build_prompt(kept, core.deps.instructions)
     if failure is not None:
         core.degraded("prompt_builder", "plain concatenation", failure)
     dynamic = built.dynamic_text

@@ -17,7 +17,7 @@ from contextfold.compaction import Compactor, CompactResult, RestartPolicy, Summ
 from contextfold.engine._compact import compact_now, compaction_failed, recover
 from contextfold.engine._core import SessionCore
 from contextfold.engine._deps import SessionDeps
-from contextfold.engine._render import SystemPrompt, with_pins
+from contextfold.engine._render import SystemPrompt
 from contextfold.engine._restart import restart
 from contextfold.engine._tools import run_engine_tool
 from contextfold.engine._turn import prepare
@@ -25,6 +25,7 @@ from contextfold.engine.policy import ContextPolicy
 from contextfold.engine.request import PreparedRequest
 from contextfold.events import EventBus, PinAdded, TokenUsage, Trigger
 from contextfold.instructions import InstructionsLoader
+from contextfold.ledger import Ledger
 from contextfold.messages import Message, Part, ToolCallPart, ToolResultPart, Usage
 from contextfold.models import ModelInfo, Provider
 from contextfold.outputs import OutputLimits, prepare_tool_output
@@ -332,6 +333,13 @@ class Session:
         """The standing constraints every request carries verbatim, oldest first."""
         return self._core.state.pins.pins
 
+    @property
+    def ledger(self) -> Ledger:
+        """The artifact ledger every request carries (:mod:`contextfold.ledger`): the files,
+        commands, errors and identifiers the session touched, as of its latest compaction (empty
+        before the first one)."""
+        return self._core.state.ledger
+
     def pin(self, text: str) -> Pin | None:
         """Pin ``text``: from the next request on, every request's system prompt carries it
         verbatim, whatever compaction does to the conversation. Returns the new pin, or
@@ -378,8 +386,7 @@ class Session:
         (``read_result``, ``compact_context``, and ``tool_search`` when tools are deferred) are
         added unless ``engine_tools`` is false.
         """
-        pinned = with_pins(system, self._core.state.pins.render())
-        return prepare(self._core, pinned, list(tools), engine_tools)
+        return prepare(self._core, system, list(tools), engine_tools)
 
     # -- manual compaction, overflow recovery, restart ---------------------------------------------
 

@@ -1,0 +1,168 @@
+"""The artifact ledger (issue 19): files, commands, errors and identifiers read from messages,
+verbatim, bounded, newest kept, each with the ref its output can be read back with."""
+
+from __future__ import annotations
+
+from contextfold._blobs import blob_info
+from contextfold.ledger import (
+    LEDGER_HEADER,
+    MAX_ITEM_CHARS,
+    MAX_ITEMS_PER_KIND,
+    MAX_LEDGER_TOKENS,
+    Ledger,
+    LedgerItem,
+    ledger_items,
+    token_budget,
+    visible_refs,
+)
+from contextfold.messages import Message, Meta, SummaryPart, ToolCallPart, ToolResultPart
+
+
+def _call(call_id: str, name: str, **args: object) -> Message:
+    return Message.assistant("", [ToolCallPart.from_args(call_id, name, args)])
+
+
+def _result(call_id: str, name: str, content: str, *, error: bool = False) -> Message:
+    return Message.tool(ToolResultPart(call_id, name, content, is_error=error))
+
+
+def _session() -> list[Message]:
+    return [
+        Message.user("Fix the crash; the API runs on localhost:8080."),
+        _call("c1", "Read", file_path="src/parser.py"),
+        _result("c1", "Read", "def parse(text):\n    return text.split()\n"),
+        _call("c2", "Edit", file_path="src/parser.py", old_string="a", new_string="b"),
+        _result("c2", "Edit", "The file src/parser.py has been updated."),
+        _call("c3", "Bash", command="pytest -x tests/test_parser.py\necho done"),
+        _result(
+            "c3",
+            "Bash",
+            "Traceback (most recent call last):\n"
+            '  File "src/parser.py", line 2, in parse\n'
+            "IndexError: list index out of range\nexit code 1",
+            error=True,
+        ),
+        _call("c4", "Bash", command="git log -1"),
+        _result("c4", "Bash", "commit 3f2a9c1d7e\nSee https://github.com/acme/parser/pull/42."),
+    ]
+
+
+def test_items_are_read_from_tool_calls_outputs_and_text_in_order() -> None:
+    items = ledger_items(_session())
+    kinds = {(i.kind, i.text) for i in items}
+    assert ("file", "src/parser.py") in kinds
+    # A command is its first line only.
+    assert ("command", "pytest -x tests/test_parser.py") in kinds
+    assert ("command", "git log -1") in kinds
+    assert any(k == "error" and "IndexError: list index out of range" in t for k, t in kinds)
+    assert ("identifier", "localhost:8080") in kinds
+    assert ("identifier", "https://github.com/acme/parser/pull/42") in kinds  # no final dot
+    assert ("identifier", "3f2a9c1d7e") in kinds
+    # The same input always gives the same items.
+    assert ledger_items(_session()) == items
+
+
+def test_errors_come_only_from_failed_outputs_and_file_lines_are_not_hosts() -> None:
+    messages = [
+        _call("c1", "Bash", command="grep -rn TODO src"),
+        _result("c1", "Bash", "src/app.py:12: # TODO: error handling is missing\nexit code 0"),
+    ]
+    items = ledger_items(messages)
+    assert [i for i in items if i.kind == "error"] == []
+    assert all(i.text != "app.py:12" for i in items)
+
+
+def test_engine_refs_and_secrets_are_never_identifiers() -> None:
+    secret = "sk-ant-api03-" + "A" * 90
+    messages = [Message.user(f"Key {secret}; an old output is ref_0123456789ab.")]
+    texts = [i.text for i in ledger_items(messages) if i.kind == "identifier"]
+    assert all("ref_0123456789ab" not in t and "sk-ant" not in t for t in texts)
+
+
+def test_an_item_has_a_ref_only_when_its_output_is_readable() -> None:
+    messages = _session()
+    read_ref = blob_info("def parse(text):\n    return text.split()\n", "Read").ref
+    unreadable = ledger_items(messages)
+    assert all(i.ref is None for i in unreadable)
+    readable = ledger_items(messages, readable_refs={read_ref})
+    files = [i for i in readable if i.kind == "file" and i.ref is not None]
+    assert files and all(i.ref == read_ref for i in files)
+    # An output that already carries a ref (offloaded on its way in) keeps it.
+    offloaded = [
+        _call("c9", "Bash", command="make build"),
+        Message.tool(ToolResultPart("c9", "Bash", "preview", ref="ref_aaaaaaaaaaaa")),
+    ]
+    (command,) = [i for i in ledger_items(offloaded) if i.kind == "command"]
+    assert command.ref == "ref_aaaaaaaaaaaa"
+
+
+def test_visible_refs_are_those_a_view_names() -> None:
+    view = [
+        Message.tool(ToolResultPart("c1", "Read", "[masked] → read_result ref_111111111111")),
+        Message.tool(ToolResultPart("c2", "Bash", "cut", ref="ref_222222222222")),
+        Message("user", (SummaryPart("earlier: ref_333333333333"),), meta=Meta(kind="summary")),
+    ]
+    assert visible_refs(view) == {"ref_111111111111", "ref_222222222222", "ref_333333333333"}
+
+
+def test_each_kind_keeps_its_newest_items() -> None:
+    limit = MAX_ITEMS_PER_KIND["command"]
+    ledger = Ledger().merged(LedgerItem("command", f"make step{i}") for i in range(limit + 7))
+    commands = [i.text for i in ledger.of_kind("command")]
+    assert len(commands) == limit
+    assert commands[0] == "make step7" and commands[-1] == f"make step{limit + 6}"
+
+
+def test_the_whole_ledger_stays_within_its_token_cap() -> None:
+    items = [LedgerItem("file", f"src/package_{i}/module_{i}.py") for i in range(40)]
+    items += [
+        LedgerItem("error", f"ValueError: bad value number {i} " + "x" * 100) for i in range(12)
+    ]
+    big = Ledger().merged(items)
+    assert big.tokens() <= MAX_LEDGER_TOKENS
+    small = Ledger().merged(items, max_tokens=token_budget(8_000))
+    assert small.tokens() <= token_budget(8_000) < MAX_LEDGER_TOKENS
+    # The newest survive the cut.
+    assert small.items[-1] == items[-1]
+    assert token_budget(0) == MAX_LEDGER_TOKENS
+
+
+def test_an_item_seen_again_moves_to_the_end_and_keeps_its_ref() -> None:
+    first = Ledger().merged(
+        [LedgerItem("file", "a.py", "ref_aaaaaaaaaaaa"), LedgerItem("file", "b.py")]
+    )
+    again = first.merged([LedgerItem("file", "A.py")])
+    assert [(i.text, i.ref) for i in again.items] == [("b.py", None), ("A.py", "ref_aaaaaaaaaaaa")]
+
+
+def test_a_long_item_is_cut_and_the_rendering_groups_by_kind() -> None:
+    (item,) = [
+        i
+        for i in ledger_items([_call("c1", "Bash", command="echo " + "y" * 400)])
+        if i.kind == "command"
+    ]
+    assert len(item.text) == MAX_ITEM_CHARS and item.text.endswith("…")
+    ledger = Ledger().merged(
+        [LedgerItem("command", "make"), LedgerItem("file", "a.py", "ref_aaaaaaaaaaaa")]
+    )
+    assert ledger.render().splitlines() == [
+        LEDGER_HEADER,
+        "Files:",
+        "- a.py (ref_aaaaaaaaaaaa)",
+        "Commands:",
+        "- make",
+    ]
+    assert Ledger().render() == ""
+
+
+def test_the_ledger_round_trips_through_its_stored_form() -> None:
+    ledger = Ledger().merged(ledger_items(_session()))
+    assert Ledger.from_state(ledger.state()) == ledger
+    assert Ledger.from_state(None) == Ledger()  # a state saved before ledgers existed
+    junk = [
+        {"kind": "nope", "text": "x"},
+        "junk",
+        {"kind": "file", "text": 3},
+        {"kind": "file", "text": "ok"},
+    ]
+    assert Ledger.from_state(junk).items == (LedgerItem("file", "ok"),)
