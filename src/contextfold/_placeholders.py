@@ -33,6 +33,7 @@ __all__ = [
     "ToolKind",
     "exit_code",
     "placeholder_for",
+    "superseded_placeholder",
     "tool_kind",
 ]
 
@@ -342,3 +343,15 @@ def _error_lines(result: ToolResultPart) -> list[str]:
         kept.append(line)
         room -= len(line)
     return kept[::-1]
+
+
+def superseded_placeholder(call: ToolCallPart, path: str, newer_call_id: str, ref: str) -> str:
+    """The line that stands for a read of ``path`` the agent made again later (call
+    ``newer_call_id``): the newer output shows the file as it is now, ``ref`` the old one."""
+    tail = f" → read_result {ref}"
+    name = _snippet(call.name) or "read"
+    summary = f"{name} {_snippet(redact_text(path))}: read again later (call {newer_call_id})"
+    room = PLACEHOLDER_MAX_CHARS - len(tail) - len("[superseded] ")
+    if len(summary) > room:
+        summary = summary[: floor_boundary(summary, max(0, room - 1))] + "…"
+    return f"[superseded] {summary}{tail}"

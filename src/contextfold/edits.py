@@ -3,7 +3,8 @@
 The transcript is append-only. Compaction appends *edits* to it, and the *view* (what the model
 receives) is the transcript with every edit applied in order. Four kinds exist:
 
-- :class:`MaskEdit` replaces tool-result contents with short placeholders (or truncated text);
+- :class:`MaskEdit` replaces tool-result contents with short placeholders (or truncated text),
+  and may shorten old calls' arguments or clear old thinking in the same batch;
 - :class:`ArchiveEdit` takes whole messages out of the agent's view (users can still see them);
 - :class:`SummarizeEdit` replaces a contiguous range of the view by one summary message;
 - :class:`DropEdit` takes messages out of the view entirely (the last resort).
@@ -24,6 +25,8 @@ from contextfold.messages import (
     Message,
     MessageKind,
     Part,
+    TextPart,
+    ThinkingPart,
     ToolCallPart,
     ToolResultPart,
     new_message_id,
@@ -32,10 +35,12 @@ from contextfold.messages import (
 __all__ = [
     "DROP_NOTE_KIND",
     "ArchiveEdit",
+    "ClearedThinking",
     "ContextEdit",
     "DropEdit",
     "EditAction",
     "MaskEdit",
+    "ReplacedArguments",
     "ReplacedResult",
     "SummarizeEdit",
     "apply_edit",
@@ -93,14 +98,73 @@ class ReplacedResult:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplacedArguments:
+    """One tool call whose arguments the view shows shortened.
+
+    ``message_id`` is the assistant message holding the call; ``arguments`` the replacement (a
+    JSON object still, so the call stays valid); ``ref`` names the full arguments in the store.
+    """
+
+    message_id: str
+    call_id: str
+    arguments: str
+    ref: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        out: dict[str, Any] = {
+            "message_id": self.message_id,
+            "call_id": self.call_id,
+            "arguments": self.arguments,
+        }
+        if self.ref is not None:
+            out["ref"] = self.ref
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ReplacedArguments:
+        """Inverse of :meth:`to_dict`."""
+        return cls(data["message_id"], data["call_id"], data["arguments"], data.get("ref"))
+
+
+@dataclass(frozen=True, slots=True)
+class ClearedThinking:
+    """An assistant message whose thinking parts the view leaves out (``ref``: their text).
+
+    A message left with nothing but thinking keeps it: providers refuse such a message.
+    """
+
+    message_id: str
+    ref: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        out: dict[str, Any] = {"message_id": self.message_id}
+        if self.ref is not None:
+            out["ref"] = self.ref
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ClearedThinking:
+        """Inverse of :meth:`to_dict`."""
+        return cls(data["message_id"], data.get("ref"))
+
+
+@dataclass(frozen=True, slots=True)
 class MaskEdit:
-    """Replace the contents of some tool results (a batch: one cache break for many results)."""
+    """Replace the contents of some tool results (a batch: one cache break for many results).
+
+    ``arguments`` and ``thinking`` shorten old calls' arguments and leave old thinking out, in
+    the same batch (context hygiene, :mod:`contextfold.compaction.hygiene`).
+    """
 
     items: tuple[ReplacedResult, ...]
     reason: MaskReason = "mask"
     id: str = field(default_factory=_edit_id)
     created_at: float = field(default_factory=time.time)
     edit_kind: Literal["mask"] = "mask"
+    arguments: tuple[ReplacedArguments, ...] = ()
+    thinking: tuple[ClearedThinking, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +179,8 @@ class ArchiveEdit:
 
 @dataclass(frozen=True, slots=True)
 class SummarizeEdit:
-    """Replace the view range ``first_id..last_id`` (inclusive) by ``summary``."""
+    """Replace the view range ``first_id..last_id`` (inclusive) by ``summary``, followed by
+    ``follow`` (e.g. the files restored after a compaction)."""
 
     first_id: str
     last_id: str
@@ -123,6 +188,7 @@ class SummarizeEdit:
     id: str = field(default_factory=_edit_id)
     created_at: float = field(default_factory=time.time)
     edit_kind: Literal["summarize"] = "summarize"
+    follow: tuple[Message, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +268,8 @@ def _apply_mask(view: Sequence[Message], edit: MaskEdit) -> list[Message]:
         if item.clear_arguments:
             cleared_calls.add(item.call_id)
     flag = {"mask": "masked", "truncate": "truncated", "clear": "cleared"}[edit.reason]
+    new_arguments = {a.call_id: a.arguments for a in edit.arguments}
+    no_thinking = {t.message_id for t in edit.thinking}
     out: list[Message] = []
     for message in view:
         replacements = by_message.get(message.id)
@@ -209,8 +277,39 @@ def _apply_mask(view: Sequence[Message], edit: MaskEdit) -> list[Message]:
             message = _replace_results(message, replacements, flag)
         if cleared_calls and message.role == "assistant":
             message = _clear_call_arguments(message, cleared_calls)
+        if new_arguments and message.role == "assistant":
+            message = _shorten_call_arguments(message, new_arguments)
+        if message.id in no_thinking and message.role == "assistant":
+            message = _without_thinking(message)
         out.append(message)
     return out
+
+
+def _shorten_call_arguments(message: Message, arguments: Mapping[str, str]) -> Message:
+    if not any(isinstance(p, ToolCallPart) and p.call_id in arguments for p in message.parts):
+        return message
+    parts = tuple(
+        replace(p, arguments=arguments[p.call_id])
+        if isinstance(p, ToolCallPart) and p.call_id in arguments
+        else p
+        for p in message.parts
+    )
+    return _flagged(message, parts, "inputs_truncated")
+
+
+def _without_thinking(message: Message) -> Message:
+    kept = tuple(p for p in message.parts if not isinstance(p, ThinkingPart))
+    # A message of thinking alone is refused by providers: it keeps its thinking.
+    if len(kept) == len(message.parts) or not any(
+        isinstance(p, ToolCallPart) or (isinstance(p, TextPart) and p.text.strip()) for p in kept
+    ):
+        return message
+    return _flagged(message, kept, "thinking_cleared")
+
+
+def _flagged(message: Message, parts: tuple[Part, ...], flag: str) -> Message:
+    flags = message.meta.flags if flag in message.meta.flags else (*message.meta.flags, flag)
+    return replace(message, parts=parts, meta=replace(message.meta, tokens=None, flags=flags))
 
 
 def _replace_results(
@@ -264,7 +363,7 @@ def _apply_summarize(view: Sequence[Message], edit: SummarizeEdit) -> list[Messa
         start = 0
     if end < 0 or end < start:
         end = start
-    return [*view[:start], edit.summary, *view[end + 1 :]]
+    return [*view[:start], edit.summary, *edit.follow, *view[end + 1 :]]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -282,12 +381,18 @@ def edit_to_dict(edit: ContextEdit) -> dict[str, Any]:
     if isinstance(edit, MaskEdit):
         out["reason"] = edit.reason
         out["items"] = [i.to_dict() for i in edit.items]
+        if edit.arguments:
+            out["arguments"] = [a.to_dict() for a in edit.arguments]
+        if edit.thinking:
+            out["thinking"] = [t.to_dict() for t in edit.thinking]
     elif isinstance(edit, ArchiveEdit | DropEdit):
         out["message_ids"] = list(edit.message_ids)
     else:
         out["first_id"] = edit.first_id
         out["last_id"] = edit.last_id
         out["summary"] = edit.summary.to_dict()
+        if edit.follow:
+            out["follow"] = [m.to_dict() for m in edit.follow]
     return out
 
 
@@ -299,6 +404,8 @@ def edit_from_dict(data: Mapping[str, Any]) -> ContextEdit:
         return MaskEdit(
             tuple(ReplacedResult.from_dict(i) for i in data["items"]),
             data.get("reason", "mask"),
+            arguments=tuple(ReplacedArguments.from_dict(a) for a in data.get("arguments", ())),
+            thinking=tuple(ClearedThinking.from_dict(t) for t in data.get("thinking", ())),
             **common,
         )
     if kind == "archive":
@@ -307,6 +414,10 @@ def edit_from_dict(data: Mapping[str, Any]) -> ContextEdit:
         return DropEdit(tuple(data["message_ids"]), **common)
     if kind == "summarize":
         return SummarizeEdit(
-            data["first_id"], data["last_id"], Message.from_dict(data["summary"]), **common
+            data["first_id"],
+            data["last_id"],
+            Message.from_dict(data["summary"]),
+            follow=tuple(Message.from_dict(m) for m in data.get("follow", ())),
+            **common,
         )
     raise ValueError(f"unknown edit_kind {kind!r}")

@@ -11,12 +11,15 @@ from hypothesis import strategies as st
 from contextfold._exceptions import ConfigError
 from contextfold.compaction import (
     PRESETS,
+    ClearOldThinking,
     CompactionContext,
     Compactor,
     DropOldest,
     MaskObservations,
     RestartPolicy,
     Summarize,
+    SupersededReads,
+    TrimOldArguments,
     TruncateToolResults,
 )
 from contextfold.edits import ContextEdit, MaskEdit, ReplacedResult, apply_edits
@@ -129,6 +132,9 @@ def test_presets_define_both_zones() -> None:
     assert [type(s) for s in mask_first.mask_strategies] == [MaskObservations]
     assert [type(s) for s in mask_first.strategies] == [
         TruncateToolResults,
+        SupersededReads,
+        TrimOldArguments,
+        ClearOldThinking,
         MaskObservations,
         Summarize,
         DropOldest,
@@ -145,7 +151,8 @@ def test_presets_define_both_zones() -> None:
 
 def test_preset_options_reach_the_strategies() -> None:
     compactor = Compactor.preset("mask-first", mask_batch_share=0.2, truncate_above_tokens=900)
-    assert compactor.mask_strategies[0] == MaskObservations(min_batch_share=0.2)
+    (mask,) = compactor.mask_strategies
+    assert isinstance(mask, MaskObservations) and mask.min_batch_share == 0.2
     assert compactor.strategies[0] == TruncateToolResults(above_tokens=900)
 
 

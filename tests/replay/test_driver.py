@@ -171,7 +171,9 @@ def test_the_original_agents_summary_is_not_input_and_its_compaction_is_marked(
         for run in result.runs.values():
             assert [t.turn for t in run.turns if t.original_compacted] == [turns_before]
             assert run.over_window == 0
-            assert run.compactions > 0  # every preset compacts below the recorded window
+            # Every preset acts below the recorded window: mask-first's batches, which carry
+            # the hygiene edits too, may be enough without a compaction.
+            assert run.compactions > 0 or run.mask_batches > 0
             for _, text in run.summaries:
                 assert "claude-code" not in text  # Claude Code's summary never reached our view
         assert result.unrecorded_prompt_tokens and result.unrecorded_prompt_tokens > 10_000

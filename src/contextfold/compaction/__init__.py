@@ -3,7 +3,9 @@
 Strategies look at a view and return :mod:`~contextfold.edits` (mask, summarize, drop); they
 never mutate messages and never delete: every tool output they hide or shorten is first put in
 the blob store and its ``ref`` travels with what replaces it, so ``read_result`` brings it back.
-The :class:`Compactor` runs strategies in order until the view fits its target.
+The :class:`Compactor` runs strategies in order until the view fits its target. Context hygiene
+(:mod:`.hygiene`: superseded reads, big old call arguments, old thinking, files restored after a
+summary) rides on the same edits, so it costs no cache break of its own.
 
 How the engine uses it
 ----------------------
@@ -49,6 +51,12 @@ from contextfold.compaction._llm import LLMSummarizer
 from contextfold.compaction._protocols import BlobStore, TokenCounter
 from contextfold.compaction._shrink import ShrinkToFit
 from contextfold.compaction.background import BackgroundCompactor
+from contextfold.compaction.hygiene import (
+    ClearOldThinking,
+    RestoreFiles,
+    SupersededReads,
+    TrimOldArguments,
+)
 from contextfold.compaction.pipeline import (
     DEFAULT_MIN_PROGRESS,
     NOTHING_TO_REMOVE,
@@ -93,6 +101,7 @@ __all__ = [
     "SECTION_NAMES",
     "BackgroundCompactor",
     "BlobStore",
+    "ClearOldThinking",
     "ClearToolResults",
     "CompactResult",
     "CompactionContext",
@@ -106,6 +115,7 @@ __all__ = [
     "PresetName",
     "RecentWindow",
     "RestartPolicy",
+    "RestoreFiles",
     "SectionName",
     "SessionFacts",
     "ShrinkToFit",
@@ -115,10 +125,12 @@ __all__ = [
     "Summarizer",
     "SummaryCaps",
     "SummaryItem",
+    "SupersededReads",
     "TokenCounter",
     "ToolAction",
     "ToolResultDigest",
     "Trigger",
+    "TrimOldArguments",
     "TruncateToolResults",
     "atomic_units",
     "extract_facts",

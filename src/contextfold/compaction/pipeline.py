@@ -13,6 +13,7 @@ system messages do.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +24,7 @@ from contextfold._exceptions import ConfigError
 from contextfold.compaction._context import CompactionContext
 from contextfold.compaction._protocols import TokenCounter
 from contextfold.compaction._shrink import ShrinkToFit
+from contextfold.compaction.hygiene import RestoreFiles, hygiene_strategies
 from contextfold.compaction.restart import RestartPolicy
 from contextfold.compaction.strategies import (
     DEFAULT_MASK_BATCH_SHARE,
@@ -242,10 +244,13 @@ class Preset:
     mask: Callable[[Mapping[str, float]], tuple[Strategy, ...]]
     compact: Callable[[Mapping[str, float]], tuple[Strategy, ...]]
     restart: bool = False
+    restore_files: bool = False
+    """Whether a compaction that wrote a summary restores the files worked on after it."""
 
 
 def _mask_batch(o: Mapping[str, float]) -> tuple[Strategy, ...]:
-    return (MaskObservations(min_batch_share=o["mask_batch_share"]),)
+    # Hygiene rides on a batch worth a cache break by itself: it never causes one of its own.
+    return (MaskObservations(min_batch_share=o["mask_batch_share"], riders=hygiene_strategies()),)
 
 
 def _mask_first_chain(o: Mapping[str, float]) -> tuple[Strategy, ...]:
@@ -253,6 +258,7 @@ def _mask_first_chain(o: Mapping[str, float]) -> tuple[Strategy, ...]:
         TruncateToolResults(
             above_tokens=int(o["truncate_above_tokens"]), keep_tokens=int(o["truncate_keep_tokens"])
         ),
+        *hygiene_strategies(),
         MaskObservations(min_batch_share=o["mask_batch_share"]),
         Summarize(),
         DropOldest(),
@@ -264,16 +270,21 @@ PresetName: TypeAlias = Literal["mask-first", "summarize", "window", "restart"]
 
 PRESETS: Mapping[PresetName, Preset] = {
     "mask-first": Preset(
-        "mask zone: one batch of old outputs masked; compact zone: truncate big outputs, mask, "
-        "summarize, then drop the oldest units (the default)",
+        "mask zone: one batch of old outputs masked, with superseded reads, big old call "
+        "arguments and old thinking taken out; compact zone: truncate big outputs, the same "
+        "hygiene, mask, summarize (the files worked on restored after it), then drop the oldest "
+        "units (the default)",
         _mask_batch,
         _mask_first_chain,
+        restore_files=True,
     ),
     "summarize": Preset(
         "no masking; compact zone: a structured summary plus the recent window (Codex / Claude "
-        "Code style), dropping oldest units only if that is not enough",
+        "Code style, the files worked on restored after it), dropping oldest units only if "
+        "that is not enough",
         lambda o: (),
         lambda o: (Summarize(), DropOldest()),
+        restore_files=True,
     ),
     "window": Preset(
         "no masking, no summary: the oldest whole units leave the view (a sliding window)",
@@ -287,6 +298,7 @@ PRESETS: Mapping[PresetName, Preset] = {
         _mask_batch,
         _mask_first_chain,
         restart=True,
+        restore_files=True,
     ),
 }
 """The presets by name (the ``preset`` setting)."""
@@ -307,7 +319,9 @@ class Compactor:
     ``strategies`` run in the COMPACT and BLOCK zones, ``mask_strategies`` in the MASK zone;
     hard mode appends the ``hard_extras`` the chain lacks (``DropOldest``, ``ShrinkToFit``).
     ``restart`` is the restart policy of the ``"restart"`` preset (``None`` otherwise): the engine
-    reads it to restart sessions instead of compacting in place.
+    reads it to restart sessions instead of compacting in place. ``restore_files``, when set,
+    follows a summary written by a (not hard) compaction with the files the agent was working
+    on, in the same edit, when they fit the target.
     """
 
     strategies: Sequence[Strategy]
@@ -317,6 +331,7 @@ class Compactor:
     restart: RestartPolicy | None = None
     name: PresetName | Literal["custom"] = "custom"
     hard_extras: Sequence[Strategy] = field(default_factory=lambda: (DropOldest(), ShrinkToFit()))
+    restore_files: RestoreFiles | None = None
 
     PRESET_OPTIONS: ClassVar[Mapping[str, float]] = {
         "mask_batch_share": DEFAULT_MASK_BATCH_SHARE,
@@ -351,6 +366,7 @@ class Compactor:
             min_progress=min_progress,
             restart=restart if spec.restart else None,
             name=name,
+            restore_files=RestoreFiles() if spec.restore_files else None,
         )
 
     def compact(self, ctx: CompactionContext, *, hard: bool | None = None) -> CompactResult:
@@ -392,6 +408,11 @@ class Compactor:
                 continue
             ran.append(strategy.name)
             current = run_ctx.with_view(view).tokens()
+        if enforce_progress and self.restore_files is not None and not ctx.hard:
+            restored = _with_files_restored(self.restore_files, run_ctx, edits, current)
+            if restored is not None:
+                edits, view, current = restored
+                ran.append(self.restore_files.name)
         failed, reason = self._verdict(ctx, before, current, enforce_progress)
         return CompactResult.of_run(
             ctx,
@@ -423,6 +444,38 @@ class Compactor:
                 f"stays {after - ctx.target_tokens} tokens over its target of {ctx.target_tokens}"
             )
         return False, f"stopped {after - ctx.target_tokens} tokens above the target"
+
+
+def _with_files_restored(
+    restore: RestoreFiles, ctx: CompactionContext, edits: list[ContextEdit], current: int
+) -> tuple[list[ContextEdit], list[Message], int] | None:
+    """The run's edits with the files worked on following its last summary, the view they give
+    and its size; ``None`` without a summary or when no file fits under the target.
+
+    The files join the summary's own edit, so the compaction stays one cache break."""
+    last = next(
+        (
+            i
+            for i in range(len(edits) - 1, -1, -1)
+            if isinstance(edits[i], SummarizeEdit) and edits[i].summary.meta.kind == "summary"  # type: ignore[union-attr]
+        ),
+        None,
+    )
+    if last is None:
+        return None
+    summarized = edits[last]
+    assert isinstance(summarized, SummarizeEdit)
+    before = list(ctx.view)
+    after = functools.reduce(apply_edit, edits, before)
+    note = restore.note(ctx, before, after, ctx.target_tokens - current)
+    if note is None:
+        return None
+    changed = [*edits[:last], replace(summarized, follow=(note,)), *edits[last + 1 :]]
+    view = functools.reduce(apply_edit, changed, before)
+    tokens = ctx.with_view(view).tokens()
+    if tokens > ctx.target_tokens or note not in view:
+        return None
+    return changed, view, tokens
 
 
 def freed_by(counter: TokenCounter, before: Sequence[Message], after: Sequence[Message]) -> int:

@@ -37,11 +37,14 @@ from contextfold.compaction._summarize import Summarize
 from contextfold.compaction.window import atomic_units, last_user_index, task_index
 from contextfold.edits import (
     DROP_NOTE_KIND,
+    ClearedThinking,
     ContextEdit,
     DropEdit,
     MaskEdit,
+    ReplacedArguments,
     ReplacedResult,
     SummarizeEdit,
+    apply_edit,
 )
 from contextfold.events import ObservationsMasked
 from contextfold.messages import Message, Meta, SummaryPart
@@ -110,14 +113,38 @@ class MaskObservations:
     The batch frees at least ``min_batch_share`` of the window, or everything needed to reach the
     target, whichever is larger; results in the recent window and results already masked are
     left alone. One :class:`MaskEdit` per run.
+
+    ``riders`` (context hygiene, :mod:`contextfold.compaction.hygiene`) join a batch that frees
+    ``min_batch_share`` by itself: they ride on its cache break and never cause one. They go
+    first (what they leave is more telling than a placeholder), the batch is planned again on
+    what they leave, and their mask edits are merged into its one edit.
     """
 
     min_batch_share: float = DEFAULT_MASK_BATCH_SHARE
     name: str = "mask"
+    riders: tuple[Strategy, ...] = ()
 
     def plan(self, ctx: CompactionContext) -> list[ContextEdit]:
         """One batch of placeholders, or nothing when no old output is left to mask."""
         need = max(int(self.min_batch_share * ctx.window_tokens), ctx.excess())
+        items, freed = self._batch(ctx, need)
+        if not items:
+            return []
+        edit = MaskEdit(tuple(items), reason="mask")
+        if self.riders and freed >= self.min_batch_share * ctx.window_tokens:
+            edit, freed = _with_riders(ctx, self, need, self.riders)
+        ctx.emit(
+            ObservationsMasked(
+                session_id=ctx.session_id or None,
+                count=len(edit.items),
+                freed_tokens=freed,
+                edit_id=edit.id,
+            )
+        )
+        return [edit]
+
+    def _batch(self, ctx: CompactionContext, need: int) -> tuple[list[ReplacedResult], int]:
+        """The oldest outputs whose placeholders free ``need`` tokens, and what they free."""
         items: list[ReplacedResult] = []
         freed = 0
         for slot in result_slots(ctx.view, 0, ctx.window_start()):
@@ -135,18 +162,30 @@ class MaskObservations:
             freed += saved
             if freed >= need:
                 break
-        if not items:
-            return []
-        edit = MaskEdit(tuple(items), reason="mask")
-        ctx.emit(
-            ObservationsMasked(
-                session_id=ctx.session_id or None,
-                count=len(items),
-                freed_tokens=freed,
-                edit_id=edit.id,
-            )
-        )
-        return [edit]
+        return items, freed
+
+
+def _with_riders(
+    ctx: CompactionContext, mask: MaskObservations, need: int, riders: Sequence[Strategy]
+) -> tuple[MaskEdit, int]:
+    """One edit: what ``riders`` plan, then ``mask``'s batch planned again on the view they
+    leave; with the tokens it frees."""
+    view = list(ctx.view)
+    items: list[ReplacedResult] = []
+    arguments: list[ReplacedArguments] = []
+    thinking: list[ClearedThinking] = []
+    for rider in riders:
+        for edit in rider.plan(ctx.with_view(view)):
+            if isinstance(edit, MaskEdit):
+                view = apply_edit(view, edit)
+                items += edit.items
+                arguments += edit.arguments
+                thinking += edit.thinking
+    batch, _ = mask._batch(ctx.with_view(view), need)
+    merged = MaskEdit(
+        (*items, *batch), "mask", arguments=tuple(arguments), thinking=tuple(thinking)
+    )
+    return merged, ctx.tokens() - ctx.counter.count_messages(apply_edit(ctx.view, merged))
 
 
 @dataclass(frozen=True)
