@@ -91,6 +91,15 @@ SETTINGS: Mapping[str, SettingSpec] = {
     "thresholds.block_at": SettingSpec(float, "share where compaction is forced before a call"),
     "thresholds.awareness_at": SettingSpec(float, "share where the model is told usage"),
     "thresholds.min_progress": SettingSpec(float, "least share a compaction must free"),
+    "schedule.cost": SettingSpec(
+        bool,
+        "time edits by their expected dollar effect on the prompt cache (the thresholds become "
+        "bounds); off: the thresholds alone decide",
+    ),
+    "schedule.compact_from": SettingSpec(
+        float, "share of the window below which no compaction is timed early for cost"
+    ),
+    "schedule.cache_ttl": SettingSpec(float, "seconds the provider keeps a prompt cached"),
     "outputs.max_lines": SettingSpec(int, "tool output lines kept inline"),
     "outputs.max_bytes": SettingSpec(int, "tool output bytes kept inline"),
     "outputs.max_tokens": SettingSpec(int, "tool output tokens kept inline"),

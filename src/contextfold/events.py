@@ -27,6 +27,7 @@ __all__ = [
     "CallbackSink",
     "CompactionFailed",
     "CompactionFinished",
+    "CompactionSettled",
     "CompactionStarted",
     "ComponentDegraded",
     "Event",
@@ -50,13 +51,14 @@ __all__ = [
 ]
 
 Trigger: TypeAlias = Literal[
-    "threshold", "block", "manual", "agent", "overflow", "background", "mask"
+    "threshold", "block", "manual", "agent", "overflow", "background", "mask", "cost"
 ]
 """What started a compaction: the view crossed the compact threshold (``threshold``) or nearly
 filled the window (``block``); the user (``manual``) or the agent's own tool (``agent``) asked;
 the provider refused the request as too long (``overflow``); a result prepared in the engine's
-worker thread was used (``background``); or the mask zone masked old outputs (``mask``, which
-ends with a finished event only when it changed something)."""
+worker thread was used (``background``); the mask zone masked old outputs (``mask``, which
+ends with a finished event only when it changed something); or, below the compact threshold,
+compacting now was expected to cost less than waiting (``cost``: the cache-aware schedule)."""
 
 _EVENT_TYPES: dict[str, type[Event]] = {}
 _E = TypeVar("_E", bound="Event")
@@ -150,11 +152,37 @@ class CompactionFinished(Event):
     edit_ids: tuple[str, ...] = ()
     cpu_seconds: float = 0.0
     note: str = ""
+    expected_saving_usd: float | None = None
+    """What the edit was expected to save in input cost over the turns the session is
+    expected to have left, prompt-cache prices applied (negative: an edit the window forced
+    although it costs more); ``None`` when the engine had no price to go on.
+    :class:`CompactionSettled` later says what it came to."""
+    horizon_requests: int = 0
+    """How many requests that expectation looked ahead."""
 
     @property
     def freed_tokens(self) -> int:
         """Tokens the compaction took out of the view."""
         return self.before_tokens - self.after_tokens
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class CompactionSettled(Event):
+    """What an edit's expected saving came to: the requests actually sent after it, priced
+    against the same requests without it (the old view plus what was added since), once the
+    requests it looked ahead were sent or the next edit came. ``edit_ids`` names the
+    :class:`CompactionFinished` it settles."""
+
+    type: ClassVar[str] = "compaction_settled"
+    trigger: Trigger
+    edit_ids: tuple[str, ...]
+    expected_saving_usd: float
+    realized_saving_usd: float
+    requests: int
+    """Requests the realized figure covers (the first after the edit included)."""
+    nominal: bool = False
+    """The model has no known price: the dollars are relative figures."""
 
 
 @_register

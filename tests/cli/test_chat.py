@@ -67,6 +67,9 @@ class Terminal:
         self._pexpect = pexpect
         env = {k: v for k, v in os.environ.items() if k != "PROMPT_TOOLKIT_NO_CPR"}
         env.update(CONTEXTFOLD_HOME=str(home), TERM="xterm", NO_COLOR="1", COLUMNS="120")
+        # The status line is followed through the zones the thresholds set, up to /compact:
+        # the cost schedule would compact earlier than that.
+        env["CONTEXTFOLD_SCHEDULE__COST"] = "false"
         executable = Path(sys.executable).with_name("contextfold")
         if script is not None:
             script_file = home.parent / "script.json"

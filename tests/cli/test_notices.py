@@ -97,7 +97,9 @@ def test_quitting_with_a_background_compaction_prepared_prints_no_notice(
         app,
         ["chat", "--model", "scripted", "--window", "8000", "--store", str(store)],
         input="".join(line + "\n" for line in lines),
-        env={"NO_COLOR": "1"},
+        # Under the compact threshold only the cost schedule would compact: off, so the
+        # prepared compaction is never used.
+        env={"NO_COLOR": "1", "CONTEXTFOLD_SCHEDULE__COST": "false"},
     )
     assert result.exit_code == 0, result.output
     assert "discarded" not in result.output and "◆" not in result.output

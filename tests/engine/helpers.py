@@ -46,6 +46,12 @@ def event_names(events: Iterable[Event]) -> list[str]:
     return [type(e).__name__ for e in events]
 
 
+THRESHOLD_POLICY = ContextPolicy(background=False, cost_schedule=False)
+"""The thresholds alone decide (the cost schedule off): what most engine tests pin down is the
+threshold machinery, which the cost schedule only moves earlier (tests/engine/test_schedule.py
+covers the schedule)."""
+
+
 class EngineFactory:
     """Makes engines with a :class:`MemorySink` and closes them all at the end of the test."""
 
@@ -69,7 +75,7 @@ class EngineFactory:
                 model or model_for_window(window, max_output_tokens=max_output),
                 store=store,
                 sinks=[sink, *kwargs.pop("sinks", ())],
-                policy=policy or ContextPolicy(background=False),
+                policy=policy or THRESHOLD_POLICY,
                 **kwargs,
             )
         self._engines.append(engine)

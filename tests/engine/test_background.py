@@ -40,7 +40,7 @@ def _worker(session: object) -> BackgroundCompactor:
 
 
 def test_a_ready_background_compaction_is_swapped_in(make_engine: EngineFactory) -> None:
-    policy = ContextPolicy()  # background compaction is on by default
+    policy = ContextPolicy(cost_schedule=False)  # background compaction is on by default
     engine, _ = make_engine(policy=policy, compactor="summarize")
     driver = start(engine)
     worker = _worker(driver.session)
@@ -63,7 +63,9 @@ def test_a_ready_background_compaction_is_swapped_in(make_engine: EngineFactory)
 
 def test_the_agent_never_waits_for_the_worker_below_block(make_engine: EngineFactory) -> None:
     gate = WorkerGate()
-    engine, _ = make_engine(policy=ContextPolicy(), compactor="summarize", summarizer=gate)
+    engine, _ = make_engine(
+        policy=ContextPolicy(cost_schedule=False), compactor="summarize", summarizer=gate
+    )
     driver = start(engine)
     worker = _worker(driver.session)
     try:

@@ -44,7 +44,9 @@ def _cached_prefixes(request: PreparedRequest, counter: TokenCounter) -> list[in
 
 
 def test_awareness_note_is_the_last_message_and_never_stored(make_engine: EngineFactory) -> None:
-    policy = ContextPolicy(background=False, thresholds=Thresholds(awareness_at=0.4))
+    policy = ContextPolicy(
+        background=False, cost_schedule=False, thresholds=Thresholds(awareness_at=0.4)
+    )
     engine, _ = make_engine(policy=policy, provider="anthropic")
     driver = start(engine)
     assert driver.turn().note == ""  # below awareness_at: no note
@@ -79,7 +81,9 @@ def test_fifty_turns_without_edits_extend_one_cached_prefix(
 ) -> None:
     """Stable system blocks and tools, append-only messages (the note aside), and a cache plan
     Anthropic accepts: at most 4 breakpoints, none on a prefix too short to be cached."""
-    policy = ContextPolicy(background=False, thresholds=Thresholds(awareness_at=0.01))
+    policy = ContextPolicy(
+        background=False, cost_schedule=False, thresholds=Thresholds(awareness_at=0.01)
+    )
     engine, _ = make_engine(SONNET, policy=policy)
     base = "You are a careful coding agent; read before you edit and run the tests. "
     driver = start(engine, system=base * system_repeats)

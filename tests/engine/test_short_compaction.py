@@ -16,7 +16,9 @@ SHORT_OF_PROGRESS = Compactor.preset("summarize", min_progress=0.95)
 """A summarizing compactor that asks each compaction to free 95 % of the window: every one that
 runs falls short."""
 
-FAR_TARGET = ContextPolicy(background=False, thresholds=Thresholds(compact_target=0.05))
+FAR_TARGET = ContextPolicy(
+    background=False, cost_schedule=False, thresholds=Thresholds(compact_target=0.05)
+)
 """A target no compaction reaches, so falling short of the minimum counts."""
 
 

@@ -145,7 +145,9 @@ def test_policy_from_settings_maps_the_config_keys(tmp_path: Path) -> None:
 
 
 def test_the_min_progress_setting_reaches_the_compactor(make_engine: EngineFactory) -> None:
-    policy = ContextPolicy(background=False, thresholds=Thresholds(min_progress=0.25))
+    policy = ContextPolicy(
+        background=False, cost_schedule=False, thresholds=Thresholds(min_progress=0.25)
+    )
     engine, _ = make_engine(policy=policy, compactor="summarize")
     assert engine.compactor.min_progress == 0.25
 

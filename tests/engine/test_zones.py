@@ -123,7 +123,9 @@ def _parallel_calls(count: int, turn: int) -> Message:
 
 
 def test_block_zone_compacts_hard_before_the_call(make_engine: EngineFactory) -> None:
-    policy = ContextPolicy(background=False, thresholds=Thresholds(block_at=0.85))
+    policy = ContextPolicy(
+        background=False, cost_schedule=False, thresholds=Thresholds(block_at=0.85)
+    )
     engine, sink = make_engine(compactor="summarize", policy=policy)
     driver = start(engine)
     driver.until(lambda r: r.budget.fraction > 0.55)
@@ -147,7 +149,9 @@ def test_block_zone_compacts_hard_before_the_call(make_engine: EngineFactory) ->
 
 
 def test_every_request_fits_through_all_zones(make_engine: EngineFactory) -> None:
-    policy = ContextPolicy(background=False, thresholds=Thresholds(awareness_at=0.5))
+    policy = ContextPolicy(
+        background=False, cost_schedule=False, thresholds=Thresholds(awareness_at=0.5)
+    )
     engine, _ = make_engine(policy=policy)
     driver = start(engine)
     for _ in range(120):

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from contextfold.engine.policy import ContextPolicy
 from contextfold.formats import Transcript
 from contextfold.models import default_registry
 from contextfold.replay import (
@@ -60,7 +61,11 @@ def test_a_window_below_the_recorded_one_forces_compaction(
     sampled_transcripts: list[Transcript], runs_32k: dict[tuple[int, str], ReplayRun]
 ) -> None:
     largest = sampled_transcripts[1]  # the largest DeepSeek trajectory
-    roomy = replay(largest, "summarize")  # deepseek-chat's own 128k window
+    # deepseek-chat's own 128k window, the thresholds alone deciding (the cost schedule
+    # compacts big sessions early even there: tests/engine/test_schedule.py)
+    roomy = replay(
+        largest, "summarize", policy=ContextPolicy(background=False, cost_schedule=False)
+    )
     assert roomy.context_window == 128_000
     assert roomy.compactions == 0 and not roomy.summaries
     tight = runs_32k[1, "summarize"]
@@ -121,8 +126,6 @@ def test_edits_are_recorded_by_kind_with_the_tokens_they_freed(
                 kinds.add(edit.kind)
                 if edit.kind == "mask_batch":
                     assert turn.zone == "mask"
-                if edit.kind in ("summary", "drop"):
-                    assert preset != "mask-first" or turn.zone != "mask"
             if turn.is_compaction:
                 assert sum(e.freed_tokens for e in turn.edits) > 0
         if preset == "window":

@@ -20,6 +20,7 @@ from contextfold.engine._core import SessionCore
 from contextfold.engine._measure import Measurement
 from contextfold.engine._recovery import ENGINE_PROVIDER, OVERFLOW_RETRY_SHARE, RefusedRequest
 from contextfold.engine._restart import restart
+from contextfold.engine._schedule import compacts_early, expectation, mask_pays, open_settlement
 from contextfold.engine._writer import PendingBlobs
 from contextfold.engine._zones import ZoneAction, decide
 from contextfold.events import (
@@ -43,12 +44,13 @@ def act(core: SessionCore, m: Measurement) -> CompactResult | None:
         and restart_policy.can_restart(state.restarts)
         and core.writer.store_ok
     )
-    action = decide(m, state, policy, can_restart=can_restart)
+    early = compacts_early(core, m)
+    action = decide(m, state, policy, can_restart=can_restart, compact_early=early)
     if action.kind == "restart":
         assert restart_policy is not None
         if restart(core, restart_policy):
             return None
-        action = decide(m, state, policy, can_restart=False)
+        action = decide(m, state, policy, can_restart=False, compact_early=early)
     state.wind_down_sent = action.wind_down_sent
     if action.kind == "compact":
         return _compact_zone(core, m, action)
@@ -109,7 +111,8 @@ def _mask_batch(core: SessionCore, m: Measurement) -> CompactResult | None:
     ctx = replace(_context(core, m, core.deps.policy.thresholds.mask_at), blobs=pending)
     result = compactor.mask(ctx)
     least = min_mask_batch(compactor.mask_strategies) * ctx.window_tokens
-    if not result.changed or result.freed_tokens < least:
+    # A batch that costs more in cache re-writes than it saves waits, as a small one does.
+    if not result.changed or result.freed_tokens < least or not mask_pays(core, m, result):
         # Planning reads every old output, and only outputs can be masked: plan again once
         # new tool outputs could make up the shortfall, and at least half a batch of them
         # (outputs in the recent window are not maskable yet: a small shortfall would
@@ -178,7 +181,7 @@ def apply_result(
     after = _take_edits(core, result, m) if result.edits else m.tokens
     if result.summary is not None:
         state.summary = result.summary
-    if result.failed and trigger in ("threshold", "background"):
+    if result.failed and trigger in ("threshold", "background", "cost"):
         least = core.deps.policy.thresholds.min_progress * core.effective_window
         state.compact_retry_at = after + int(least)
     elif result.edits:
@@ -187,20 +190,23 @@ def apply_result(
     # are in the transcript finished, even short of the minimum progress (its note says
     # so); one that changed nothing has failed, whatever its strategies said.
     if result.edits:
-        core.emit(
-            CompactionFinished(
-                session_id=core.id,
-                trigger=trigger,
-                before_tokens=m.tokens,
-                after_tokens=after,
-                before_messages=result.before_messages,
-                after_messages=result.after_messages,
-                strategies_run=result.strategies_run,
-                edit_ids=tuple(e.id for e in result.edits),
-                cpu_seconds=result.cpu_seconds,
-                note=result.reason if result.failed else "",
-            )
+        saving, horizon, settlement = expectation(core, m, result, after)
+        finished = CompactionFinished(
+            session_id=core.id,
+            trigger=trigger,
+            before_tokens=m.tokens,
+            after_tokens=after,
+            before_messages=result.before_messages,
+            after_messages=result.after_messages,
+            strategies_run=result.strategies_run,
+            edit_ids=tuple(e.id for e in result.edits),
+            cpu_seconds=result.cpu_seconds,
+            note=result.reason if result.failed else "",
+            expected_saving_usd=saving,
+            horizon_requests=horizon,
         )
+        core.emit(finished)
+        open_settlement(core, finished, settlement)
         core.emit(state.account_for(result, trigger, core.id))
     elif trigger != "mask":
         compaction_failed(core, trigger, m.tokens, after, _why_unused(result))

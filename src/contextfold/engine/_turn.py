@@ -29,6 +29,7 @@ from contextfold.engine._core import SessionCore
 from contextfold.engine._measure import Measurement, awareness_note
 from contextfold.engine._recovery import ENGINE_PROVIDER
 from contextfold.engine._render import SystemPrompt, build_prompt, render, with_kept
+from contextfold.engine._schedule import request_sent
 from contextfold.engine._tools import with_engine_tools
 from contextfold.engine.request import PreparedRequest
 from contextfold.events import Event
@@ -66,6 +67,7 @@ def prepare(
         chosen = _tools_step(core, tools, engine_tools)
         m = core.measure(prompt.fixed, chosen.selected, prompt.built)
         core.state.window.require_room(m.fixed_tokens, m.budget.tools, provider=ENGINE_PROVIDER)
+        core.state.pace.observe(m.tokens)
         zone = m.zone
         ledger = core.state.ledger
         compaction, m = _apply_step(core, m, prompt, chosen)
@@ -84,6 +86,7 @@ def prepare(
             deferred_tools=chosen.deferred,
             events=tuple(events),
         )
+        request_sent(core, request.tokens, core.view)
         _remember(core, request, repairs)
         return request
     finally:

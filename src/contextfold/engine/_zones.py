@@ -4,7 +4,9 @@ The decision reads the measurement, the session's state and the policy, and retu
 :class:`ZoneAction`; it changes nothing and does no I/O, so every case is a plain function call
 in a test. :mod:`._compact` and :mod:`._restart` carry the action out.
 
-- OK: nothing (a background compaction may start past the policy's mark).
+- OK: nothing (a background compaction may start past the policy's mark); but past the
+  policy's ``compact_from``, a compaction comes early when the cache-aware schedule expects it
+  to cost less than waiting (``compact_early``, decided by :mod:`._schedule`).
 - MASK: mask one batch of old outputs (and maybe start the background compaction).
 - COMPACT: compact to the target, taking a finished background compaction if one is ready;
   after a compaction that could not free the minimum, wait for the context to grow.
@@ -52,13 +54,19 @@ class ZoneAction:
 
 
 def decide(
-    m: Measurement, state: TurnState, policy: ContextPolicy, *, can_restart: bool
+    m: Measurement,
+    state: TurnState,
+    policy: ContextPolicy,
+    *,
+    can_restart: bool,
+    compact_early: bool = False,
 ) -> ZoneAction:
     """The action for measurement ``m`` (see the module docstring).
 
     ``can_restart`` is true when the compactor restarts (the ``restart`` preset), has restarts
     left, and the store can make the child session. When a restart is tried and fails, the
-    caller decides again with ``can_restart=False``.
+    caller decides again with ``can_restart=False``. ``compact_early``: the cost schedule
+    found compacting now, under the compact threshold, cheaper than waiting.
     """
     zone, thresholds = m.zone, policy.thresholds
     full = zone in (Zone.COMPACT, Zone.BLOCK, Zone.OVERFLOW)
@@ -81,6 +89,11 @@ def decide(
             # would only break the cache again. Wait for growth, or for the BLOCK zone.
             wait=retry_at is not None and m.tokens < retry_at,
         )
+    retry_at = state.compact_retry_at
+    if compact_early and (retry_at is None or m.tokens >= retry_at):
+        # Under the threshold the usual target may be above the view: aim at half of it.
+        target = min(thresholds.compact_target, m.fraction / 2)
+        return ZoneAction("compact", trigger="cost", target=target, take_background=True)
     start = policy.background and m.fraction >= policy.background_mark
     return ZoneAction(
         "mask" if zone is Zone.MASK else "none",

@@ -10,13 +10,17 @@ from contextfold._truncate import MIN_TOKENS as MIN_OUTPUT_TOKENS
 from contextfold.budget import Thresholds
 from contextfold.compaction import RecentWindow
 from contextfold.config import Settings
+from contextfold.engine._economics import DEFAULT_CACHE_TTL_SECONDS
 from contextfold.outputs import OutputLimits, OutputPolicy
 from contextfold.tools import DEFAULT_TOOL_BUDGET_SHARE
 
-__all__ = ["DEFAULT_OUTPUT_MAX_SHARE", "ContextPolicy"]
+__all__ = ["DEFAULT_COMPACT_FROM", "DEFAULT_OUTPUT_MAX_SHARE", "ContextPolicy"]
 
 DEFAULT_OUTPUT_MAX_SHARE = 0.05
 """Most of the effective window one tool output may take inline (the rest goes behind a ref)."""
+DEFAULT_COMPACT_FROM = 0.25
+"""Below this share of the window no compaction is timed early for cost: a view this small
+is cheap to keep, and what is in it stays exact."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,17 @@ class ContextPolicy:
     so that the 2,500-token default does not let a few outputs fill a small local model's window.
     ``extract_pins`` reads user messages for standing constraints and pins them
     (:mod:`contextfold.pins`); explicit pins work either way.
+
+    ``cost_schedule`` times edits by their expected dollar effect on the provider's prompt
+    cache (:mod:`contextfold.engine._economics`): a mask batch that would cost more in cache
+    re-writes than it saves waits; between ``compact_from`` and ``thresholds.compact_at`` a
+    compaction comes early when the turns the session is expected to have left repay it (most
+    often right after the cache expired, ``cache_ttl_seconds`` after the last request, when the
+    next request re-writes everything anyway). The thresholds are then bounds: nothing is
+    compacted for cost below ``compact_from``, and ``compact_at`` and ``block_at`` still
+    compact whatever the cost. Off, the thresholds alone decide, as triggers.
+    ``summary_price_share`` prices what a summary reads, as a share of the input price (1: a
+    model writes it; 0: a summarizer that calls no model).
     """
 
     thresholds: Thresholds = field(default_factory=Thresholds)
@@ -45,6 +60,10 @@ class ContextPolicy:
     repair: bool = True
     output_max_share: float = DEFAULT_OUTPUT_MAX_SHARE
     extract_pins: bool = True
+    cost_schedule: bool = True
+    compact_from: float = DEFAULT_COMPACT_FROM
+    cache_ttl_seconds: float = DEFAULT_CACHE_TTL_SECONDS
+    summary_price_share: float = 1.0
 
     def __post_init__(self) -> None:
         if not 0 < self.tool_budget_share <= 1:
@@ -61,6 +80,21 @@ class ContextPolicy:
             raise ConfigError(
                 "max_output_tokens",
                 f"must be a positive number of tokens, got {self.reserved_output}",
+            )
+        if not 0 < self.compact_from <= self.thresholds.compact_at:
+            raise ConfigError(
+                "schedule.compact_from",
+                f"must be > 0 and <= compact_at ({self.thresholds.compact_at}), "
+                f"got {self.compact_from}",
+            )
+        if not self.cache_ttl_seconds > 0:
+            raise ConfigError(
+                "schedule.cache_ttl",
+                f"must be a positive number of seconds, got {self.cache_ttl_seconds}",
+            )
+        if not self.summary_price_share >= 0:
+            raise ConfigError(
+                "summary_price_share", f"must be >= 0, got {self.summary_price_share}"
             )
         mark = self.background_at
         if mark is not None and not 0 < mark < self.thresholds.compact_at:
@@ -102,4 +136,12 @@ class ContextPolicy:
         reserved = settings.get("max_output_tokens")
         if reserved is not None:
             kwargs["reserved_output"] = reserved
+        for key, name in (
+            ("schedule.cost", "cost_schedule"),
+            ("schedule.compact_from", "compact_from"),
+            ("schedule.cache_ttl", "cache_ttl_seconds"),
+        ):
+            value = settings.get(key)
+            if value is not None:
+                kwargs[name] = value
         return cls(thresholds=thresholds, output_limits=limits, recent=recent, **kwargs)

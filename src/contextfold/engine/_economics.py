@@ -1,0 +1,307 @@
+"""What an edit to the view is worth in dollars, given the provider's prompt cache.
+
+A provider that caches prompts bills the part of a request identical to the start of the last
+one (while its cache lives) at a fraction of the input price, and may bill writing the rest at a
+surcharge. So every edit to the view has a price and a payoff:
+
+- the price: the request after the edit re-writes everything from the first changed message on,
+  instead of reading it from the cache; a summary written by a model is a call of its own;
+- the payoff: every later request is smaller by what the edit freed, and a session that does not
+  shrink its view will have to compact anyway when it reaches the upper threshold.
+
+:func:`edit_saving` compares "edit now" with "wait" by playing both forward over the turns the
+session is expected to have left, each growing the view as it has grown so far and compacting at
+the upper threshold when it gets there. It is a plain function of a few numbers, so the decisions
+(when to compact, whether a mask batch pays for its cache break) are tested as arithmetic.
+The same play-forward, fed what actually happened, gives the realized effect
+(:class:`Settlement`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from contextfold.events import Trigger
+from contextfold.models import ModelInfo
+
+__all__ = [
+    "ANTHROPIC_READ_SHARE",
+    "ANTHROPIC_WRITE_SHARE",
+    "NOMINAL_INPUT_PRICE",
+    "CachePrices",
+    "Pace",
+    "PaceTracker",
+    "Plan",
+    "Settlement",
+    "edit_saving",
+]
+
+ANTHROPIC_READ_SHARE = 0.10
+"""Anthropic bills a cache read at a tenth of the input price..."""
+ANTHROPIC_WRITE_SHARE = 1.25
+"""...and a cache write (five-minute cache) at a quarter more than it."""
+OPENAI_READ_SHARE = 0.10
+"""OpenAI's cached input on current models (gpt-5, gpt-4.1 family: a tenth; older ones a half).
+Caching is automatic there and writing costs nothing extra."""
+NOMINAL_INPUT_PRICE = 3.0
+"""USD per million input tokens assumed for a model with no known price: the decisions only
+compare costs, so any positive price gives the same choices; the dollar figures are then
+nominal."""
+DEFAULT_CACHE_TTL_SECONDS = 300.0
+"""How long a provider keeps a prompt prefix cached after its last use (both providers'
+default: five minutes)."""
+MIN_HORIZON_TURNS = 4
+"""Fewest further turns a session is expected to have (a session just started has some left)."""
+MAX_HORIZON_TURNS = 200
+"""Most further turns the play-forward looks at (it costs a few microseconds per turn)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CachePrices:
+    """USD per token for uncached input, a cache read and a cache write, and the cache's life.
+
+    ``summary_share`` prices what a summary reads, as a share of the input price: 1.0 for a
+    summary a model writes from the text it is given (the conservative default), 0 for a
+    summarizer that calls no model.
+    """
+
+    input: float
+    read: float
+    write: float
+    ttl_seconds: float = DEFAULT_CACHE_TTL_SECONDS
+    summary_share: float = 1.0
+    nominal: bool = False
+    """True when the model has no known price (the figures are then relative)."""
+
+    @classmethod
+    def for_model(
+        cls,
+        model: ModelInfo,
+        *,
+        ttl_seconds: float = DEFAULT_CACHE_TTL_SECONDS,
+        summary_share: float = 1.0,
+    ) -> CachePrices:
+        """The model's own prices, per token; a price it does not state follows its
+        provider's rule (Anthropic: reads 0.1x, writes 1.25x; others: reads 0.1x, writes at
+        the input price). A local server (llama.cpp, Ollama) reuses its KV cache for a shared
+        prefix the same way: there the "dollars" measure the prompt work saved."""
+        nominal = model.input_price is None
+        price = NOMINAL_INPUT_PRICE if model.input_price is None else model.input_price
+        anthropic = model.provider == "anthropic"
+        read_share = ANTHROPIC_READ_SHARE if anthropic else OPENAI_READ_SHARE
+        write_share = ANTHROPIC_WRITE_SHARE if anthropic else 1.0
+        read = model.cache_read_price if model.cache_read_price is not None else price * read_share
+        write = (
+            model.cache_write_price if model.cache_write_price is not None else price * write_share
+        )
+        million = 1_000_000
+        return cls(
+            input=price / million,
+            read=read / million,
+            write=write / million,
+            ttl_seconds=ttl_seconds,
+            summary_share=summary_share,
+            nominal=nominal,
+        )
+
+    def request(self, tokens: float, cached: float) -> float:
+        """One request of ``tokens`` whose first ``cached`` tokens are read from the cache."""
+        cached = min(cached, tokens)
+        return cached * self.read + (tokens - cached) * self.write
+
+    def summary(self, tokens: float) -> float:
+        """A summary call reading ``tokens``."""
+        return tokens * self.input * self.summary_share
+
+
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """How the session has been going: how many requests, and how fast its view grows.
+
+    ``remaining`` expects a session to go on about as long again as it has so far (bounded):
+    a session's length is not known in advance, and one that has run long is likely to run on.
+    """
+
+    turns: int
+    growth: float
+    """Tokens the view grows by per request, on average (edits aside)."""
+
+    @property
+    def remaining(self) -> int:
+        """Further requests the session is expected to make."""
+        return max(MIN_HORIZON_TURNS, min(MAX_HORIZON_TURNS, self.turns))
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Where the play-forward compacts: from ``upper`` tokens down to ``floor`` tokens."""
+
+    upper: float
+    floor: float
+
+
+def _play(
+    start_tokens: float, first_cost: float, pace: Pace, plan: Plan, prices: CachePrices
+) -> float:
+    """Cost of the remaining turns after a first request of ``start_tokens`` costing
+    ``first_cost``: each later request grows by the session's pace, reads the last request
+    from the cache and writes its growth, and compacts to the floor when it passes the upper
+    threshold (paying the summary and re-writing the compacted view)."""
+    total = first_cost
+    size = start_tokens
+    growth = max(pace.growth, 1.0)
+    for _ in range(pace.remaining - 1):
+        grown = size + growth
+        if grown >= plan.upper:
+            total += prices.summary(grown) + prices.request(plan.floor, 0)
+            size = plan.floor
+        else:
+            total += prices.request(grown, size)
+            size = grown
+    return total
+
+
+def edit_saving(
+    *,
+    tokens: float,
+    after: float,
+    kept_prefix: float,
+    summary_tokens: float,
+    warm: bool,
+    pace: Pace,
+    plan: Plan,
+    prices: CachePrices,
+) -> float:
+    """Dollars saved by editing the view now, from ``tokens`` down to ``after``, rather than
+    sending it as it is (negative: the edit costs more than it saves).
+
+    ``kept_prefix`` is how many tokens at the start of the request the edit leaves unchanged
+    (still cached when ``warm``); ``summary_tokens`` what a summary the edit writes reads
+    (0 for an edit with no summary). ``warm`` is whether the cache still holds the last request:
+    a request after the cache expired re-writes everything anyway, which makes this the cheap
+    moment to edit.
+    """
+    cached = tokens if warm else 0.0
+    wait = _play(tokens, prices.request(tokens, cached), pace, plan, prices)
+    first = prices.summary(summary_tokens) + prices.request(after, kept_prefix if warm else 0.0)
+    edit = _play(after, first, pace, plan, prices)
+    return wait - edit
+
+
+@dataclass
+class Settlement:
+    """One edit's expected effect, and what it came to as the session went on.
+
+    The realized effect replays the same comparison with what happened: the requests actually
+    sent after the edit, against the same requests as they would have been without it (the
+    view before the edit plus what was added since, compacting at the upper threshold as the
+    play-forward does). It is settled after the turns the decision looked ahead, or at the next
+    edit, whichever comes first.
+    """
+
+    expected: float
+    before: float
+    plan: Plan
+    warm: bool
+    horizon: int
+    summary_tokens: float
+    sizes: list[float] = field(default_factory=list)
+    """Sizes of the requests sent since the edit, the first one included."""
+    first_kept: float = 0.0
+    """Tokens at the start of the first request after the edit that it left unchanged."""
+    trigger: Trigger = "threshold"
+    edit_ids: tuple[str, ...] = ()
+    """The edits of the ``CompactionFinished`` event whose effect this is."""
+
+    def realized(self, prices: CachePrices) -> float:
+        """Dollars the edit saved over the requests sent since (negative: it cost more)."""
+        if not self.sizes:
+            return 0.0
+        actual = prices.summary(self.summary_tokens) + prices.request(
+            self.sizes[0], self.first_kept if self.warm else 0.0
+        )
+        for previous, size in zip(self.sizes, self.sizes[1:], strict=False):
+            actual += prices.request(size, previous)
+        # Without the edit: the same growth on top of the old view.
+        size = self.before
+        without = prices.request(size, size if self.warm else 0.0)
+        for previous, now in zip(self.sizes, self.sizes[1:], strict=False):
+            grown = size + max(0.0, now - previous)
+            if grown >= self.plan.upper:
+                without += prices.summary(grown) + prices.request(self.plan.floor, 0)
+                size = self.plan.floor
+            else:
+                without += prices.request(grown, size)
+                size = grown
+        return without - actual
+
+    @property
+    def due(self) -> bool:
+        """Whether the turns the decision looked ahead have all been sent."""
+        return len(self.sizes) >= self.horizon
+
+
+@dataclass
+class PaceTracker:
+    """The figures the decisions read, kept from request to request: how many were sent, how
+    much the view grew between them, when the last one went out (for the cache's life), and the
+    edit whose effect is being settled."""
+
+    requests: int = 0
+    grown: float = 0.0
+    last_tokens: int | None = None
+    """Size of the latest request as sent."""
+    last_at: float | None = None
+    """When the latest request was prepared (the clock of its newest message, when it has one)."""
+    settlement: Settlement | None = None
+
+    @property
+    def pace(self) -> Pace:
+        """The session's pace so far."""
+        growth = self.grown / self.requests if self.requests else 0.0
+        return Pace(self.requests, growth)
+
+    def observe(self, tokens: int) -> None:
+        """A new request measures ``tokens`` before any edit: what it grew by since the last."""
+        if self.last_tokens is not None and tokens > self.last_tokens:
+            self.grown += tokens - self.last_tokens
+
+    def warm(self, at: float, ttl_seconds: float) -> bool:
+        """Whether the provider still caches the latest request at time ``at``."""
+        return self.last_at is not None and at - self.last_at <= ttl_seconds
+
+    def sent(self, tokens: int, at: float) -> Settlement | None:
+        """Record a request of ``tokens`` prepared at ``at``; the settlement that came due with
+        it, if any (taken off the tracker)."""
+        self.requests += 1
+        self.last_tokens = tokens
+        self.last_at = at
+        settlement = self.settlement
+        if settlement is None:
+            return None
+        settlement.sizes.append(tokens)
+        if not settlement.due:
+            return None
+        self.settlement = None
+        return settlement
+
+    def state(self) -> dict[str, float | int | None]:
+        """The part kept with the session (the pending settlement is not: it ends with the
+        process)."""
+        return {
+            "requests": self.requests,
+            "grown": self.grown,
+            "last_tokens": self.last_tokens,
+        }
+
+    @classmethod
+    def from_state(cls, saved: object) -> PaceTracker:
+        """A tracker from :meth:`state`'s output (anything else: a fresh one)."""
+        if not isinstance(saved, dict):
+            return cls()
+        last = saved.get("last_tokens")
+        return cls(
+            requests=int(saved.get("requests", 0)),
+            grown=float(saved.get("grown", 0.0)),
+            last_tokens=int(last) if last is not None else None,
+        )

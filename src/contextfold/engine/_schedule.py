@@ -1,0 +1,197 @@
+"""The cache-aware schedule: the session's figures put to :mod:`._economics`.
+
+- :func:`compacts_early` — between ``compact_from`` and the compact threshold, whether compacting
+  now costs less than waiting for the threshold;
+- :func:`mask_pays` — whether a planned mask batch saves more than its cache break costs;
+- :func:`expectation` — the expected saving a finished compaction carries, and the settlement
+  that will say what it came to;
+- :func:`request_sent` — the pace after each request, and the settlement that came due.
+
+Every function reads the session's state and the measurement and returns a decision or a
+figure; the dollars are those of the session's model (:meth:`CachePrices.for_model`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from contextfold.budget import Zone
+from contextfold.compaction import CompactResult, recent_window_start
+from contextfold.compaction.window import task_index
+from contextfold.engine._core import SessionCore
+from contextfold.engine._economics import CachePrices, Plan, Settlement, edit_saving
+from contextfold.engine._measure import Measurement
+from contextfold.events import CompactionFinished, CompactionSettled
+from contextfold.messages import Message
+
+__all__ = ["compacts_early", "expectation", "mask_pays", "open_settlement", "request_sent"]
+
+SUMMARY_TOKENS_GUESS = 1_000
+"""What a summary is expected to take, before the session's first summary shows its size."""
+
+
+def prices(core: SessionCore) -> CachePrices:
+    """The session model's cache prices, with the policy's cache life and summary price."""
+    policy = core.deps.policy
+    return CachePrices.for_model(
+        core.deps.model,
+        ttl_seconds=policy.cache_ttl_seconds,
+        summary_share=policy.summary_price_share,
+    )
+
+
+def now(view: Sequence[Message]) -> float:
+    """The time of the request about to be made: its newest message's, when it carries one
+    (a replayed transcript keeps its own clock), else the wall clock."""
+    stamp = view[-1].meta.created_at if view else None
+    return stamp if stamp is not None else time.time()
+
+
+def _plan(core: SessionCore, m: Measurement) -> Plan:
+    """Where compaction happens if nothing comes early: at the compact threshold, down to what
+    a compaction leaves: the fixed part, the task, the recent window and a summary."""
+    policy = core.deps.policy
+    view, sizes = core.view, core.sizes.messages
+    start = recent_window_start(
+        view,
+        core.compaction_counter,
+        turns=policy.recent.turns,
+        max_tokens=policy.recent.max_tokens(m.raw_window),
+    )
+    task = task_index(view)
+    kept = sum(sizes[start:]) + (sizes[task] if task is not None and task < start else 0)
+    summary = SUMMARY_TOKENS_GUESS
+    if core.state.summary is not None:
+        summary = core.compaction_counter.count_text(core.state.summary.render())
+    floor = m.fixed_tokens + int(kept * m.calibration) + summary
+    return Plan(upper=policy.thresholds.compact_at * m.effective_window, floor=floor)
+
+
+def compacts_early(core: SessionCore, m: Measurement) -> bool:
+    """Whether to compact now although the view is under the compact threshold.
+
+    Only with the cost schedule on, past ``compact_from``, in the OK or MASK zone, and when
+    compacting now to what a compaction leaves is expected to save money over the turns left
+    (its summary priced, the cache re-written from the start of the conversation).
+    """
+    policy = core.deps.policy
+    if not policy.cost_schedule or m.zone not in (Zone.OK, Zone.MASK):
+        return False
+    if m.fraction < policy.compact_from or core.deps.compactor.restart is not None:
+        return False
+    plan = _plan(core, m)
+    if m.tokens - plan.floor < policy.thresholds.min_progress * m.effective_window:
+        return False  # it would free less than a compaction must: not worth a cache break
+    pace = core.state.pace
+    saving = edit_saving(
+        tokens=m.tokens,
+        after=plan.floor,
+        kept_prefix=m.fixed_tokens,
+        summary_tokens=m.tokens - plan.floor,
+        warm=pace.warm(now(core.view), policy.cache_ttl_seconds),
+        pace=pace.pace,
+        plan=plan,
+        prices=prices(core),
+    )
+    return saving > 0
+
+
+def _kept_prefix(core: SessionCore, m: Measurement, view: Sequence[Message]) -> int:
+    """Tokens at the start of the request that replacing the session's view with ``view``
+    leaves unchanged: the fixed part and the messages before the first one that differs."""
+    kept = m.fixed_tokens
+    for old, new, size in zip(core.view, view, core.sizes.messages, strict=False):
+        if old is not new and old != new:
+            break
+        kept += size
+    return kept
+
+
+def mask_pays(core: SessionCore, m: Measurement, result: CompactResult) -> bool:
+    """Whether the planned mask batch ``result`` saves more than it costs (always, with the
+    cost schedule off). A batch re-writes the cache from its first masked output on; what it
+    frees is read for less on every later request, and it puts off the next compaction."""
+    policy = core.deps.policy
+    if not policy.cost_schedule:
+        return True
+    pace = core.state.pace
+    saving = edit_saving(
+        tokens=m.tokens,
+        after=m.tokens - result.freed_tokens,
+        kept_prefix=_kept_prefix(core, m, result.view),
+        summary_tokens=0,
+        warm=pace.warm(now(core.view), policy.cache_ttl_seconds),
+        pace=pace.pace,
+        plan=_plan(core, m),
+        prices=prices(core),
+    )
+    return saving > 0
+
+
+def expectation(
+    core: SessionCore, m: Measurement, result: CompactResult, after: int
+) -> tuple[float, int, Settlement]:
+    """The expected saving of the compaction ``result`` (already taken: the view is the new
+    one, ``after`` its size) and the requests it looks ahead; the settlement to follow it."""
+    policy = core.deps.policy
+    pace = core.state.pace
+    plan = _plan(core, m)
+    summary_tokens = max(0, m.tokens - after) if result.summary is not None else 0
+    warm = pace.warm(now(core.view), policy.cache_ttl_seconds)
+    kept = m.fixed_tokens  # the old view is gone: a compaction is taken as changing it early
+    saving = edit_saving(
+        tokens=m.tokens,
+        after=after,
+        kept_prefix=kept,
+        summary_tokens=summary_tokens,
+        warm=warm,
+        pace=pace.pace,
+        plan=plan,
+        prices=prices(core),
+    )
+    settlement = Settlement(
+        expected=saving,
+        before=m.tokens,
+        plan=plan,
+        warm=warm,
+        horizon=pace.pace.remaining,
+        summary_tokens=summary_tokens,
+        first_kept=kept,
+    )
+    return saving, pace.pace.remaining, settlement
+
+
+def open_settlement(
+    core: SessionCore, finished: CompactionFinished, settlement: Settlement
+) -> None:
+    """Follow ``finished``'s effect from the next request on (settling the one before, if any,
+    with what it has: the view it was measured on is gone)."""
+    pace = core.state.pace
+    if pace.settlement is not None and pace.settlement.sizes:
+        _settle(core, pace.settlement)
+    settlement.edit_ids = finished.edit_ids
+    settlement.trigger = finished.trigger
+    pace.settlement = settlement
+
+
+def request_sent(core: SessionCore, tokens: int, view: Sequence[Message]) -> None:
+    """Record the request just prepared; emit the settlement it completed, if any."""
+    due = core.state.pace.sent(tokens, now(view))
+    if due is not None:
+        _settle(core, due)
+
+
+def _settle(core: SessionCore, settlement: Settlement) -> None:
+    cache = prices(core)
+    core.emit(
+        CompactionSettled(
+            session_id=core.id,
+            trigger=settlement.trigger,
+            edit_ids=settlement.edit_ids,
+            expected_saving_usd=settlement.expected,
+            realized_saving_usd=settlement.realized(cache),
+            requests=len(settlement.sizes),
+            nominal=cache.nominal,
+        )
+    )

@@ -1,0 +1,217 @@
+"""The cache-aware schedule: edits timed by their expected dollar effect (issue 19).
+
+The arithmetic (:mod:`contextfold.engine._economics`) is checked as arithmetic; the engine is
+checked on a long session in a roomy window, where only the schedule can compact before the
+compact threshold, and each compaction's expected saving is settled with what came after.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from contextfold import ContextPolicy, ModelInfo
+from contextfold._exceptions import ConfigError
+from contextfold.budget import Thresholds
+from contextfold.config import Settings
+from contextfold.engine import _core
+from contextfold.engine._economics import (
+    CachePrices,
+    Pace,
+    PaceTracker,
+    Plan,
+    Settlement,
+    edit_saving,
+)
+from contextfold.events import CompactionFinished, CompactionSettled
+from tests.engine.helpers import EngineFactory, start
+
+SONNET_LIKE = ModelInfo(
+    "sonnet-like",
+    40_000,
+    provider="anthropic",
+    max_output_tokens=2_000,
+    input_price=3.0,
+    output_price=15.0,
+    cache_write_price=3.75,
+    cache_read_price=0.30,
+    min_cacheable_tokens=1_024,
+)
+PRICES = CachePrices.for_model(SONNET_LIKE)
+PLAN = Plan(upper=0.8 * 96_000, floor=6_000)
+
+
+def _saving(tokens: float, turns: int, *, warm: bool = True, summary: bool = True) -> float:
+    return edit_saving(
+        tokens=tokens,
+        after=6_000,
+        kept_prefix=2_000,
+        summary_tokens=tokens - 6_000 if summary else 0,
+        warm=warm,
+        pace=Pace(turns, 1_500),
+        plan=PLAN,
+        prices=PRICES,
+    )
+
+
+def test_prices_follow_the_provider_rule_when_the_model_states_none() -> None:
+    bare = ModelInfo("local", 8_000, provider="anthropic", input_price=3.0)
+    prices = CachePrices.for_model(bare)
+    assert prices.read == pytest.approx(prices.input * 0.1)
+    assert prices.write == pytest.approx(prices.input * 1.25)
+    assert not prices.nominal
+    unknown = CachePrices.for_model(ModelInfo("x", 8_000, provider="openai"))
+    assert unknown.nominal and unknown.write == unknown.input  # no write surcharge there
+
+
+def test_a_big_view_with_many_turns_left_is_worth_compacting_early() -> None:
+    assert _saving(50_000, turns=40) > 0
+    # A session expected to end soon would pay for the summary and the re-write for nothing.
+    assert _saving(50_000, turns=4) < 0
+    # The more turns are left, the more each smaller request saves.
+    assert _saving(50_000, turns=40) > _saving(50_000, turns=10)
+
+
+def test_an_expired_cache_makes_the_edit_cheaper() -> None:
+    """After the cache's life the next request re-writes everything anyway: editing then costs
+    only the summary."""
+    for tokens in (20_000, 40_000, 60_000):
+        assert _saving(tokens, turns=10, warm=False) > _saving(tokens, turns=10, warm=True)
+
+
+def test_a_mask_batch_deep_in_the_view_with_little_freed_does_not_pay() -> None:
+    """A batch that frees 1k tokens but re-writes the 40k after its first masked output costs
+    more than it saves over a few turns; one that frees most of the view, early in it, pays."""
+    small = edit_saving(
+        tokens=50_000,
+        after=49_000,
+        kept_prefix=10_000,
+        summary_tokens=0,
+        warm=True,
+        pace=Pace(6, 1_500),
+        plan=PLAN,
+        prices=PRICES,
+    )
+    big = edit_saving(
+        tokens=30_000,
+        after=12_000,
+        kept_prefix=10_000,
+        summary_tokens=0,
+        warm=True,
+        pace=Pace(20, 1_500),
+        plan=PLAN,
+        prices=PRICES,
+    )
+    assert small < 0 < big
+
+
+def test_the_pace_counts_growth_between_requests_not_edits() -> None:
+    tracker = PaceTracker()
+    for size in (1_000, 2_000, 3_000):
+        tracker.observe(size)
+        tracker.sent(size, at=0.0)
+    tracker.observe(1_500)  # an edit made the view smaller: no growth, no negative growth
+    tracker.sent(1_500, at=0.0)
+    assert tracker.pace == Pace(4, 2_000 / 4)
+    assert tracker.warm(100.0, ttl_seconds=300.0) and not tracker.warm(301.0, ttl_seconds=300.0)
+    again = PaceTracker.from_state(tracker.state())
+    assert again.pace == tracker.pace and again.last_at is None  # the clock is not kept
+
+
+def test_a_settlement_prices_what_happened_against_the_view_without_the_edit() -> None:
+    settlement = Settlement(
+        expected=0.1, before=50_000, plan=PLAN, warm=True, horizon=3, summary_tokens=44_000
+    )
+    tracker = PaceTracker(settlement=settlement)
+    assert tracker.sent(6_000, at=0.0) is None
+    assert tracker.sent(7_500, at=1.0) is None
+    due = tracker.sent(9_000, at=2.0)
+    assert due is settlement and tracker.settlement is None
+    # Without the edit: 50k read from the cache, then 51.5k and 53k (the same growth).
+    without = PRICES.request(50_000, 50_000) + PRICES.request(51_500, 50_000)
+    without += PRICES.request(53_000, 51_500)
+    actual = PRICES.summary(44_000) + PRICES.request(6_000, 0)
+    actual += PRICES.request(7_500, 6_000) + PRICES.request(9_000, 7_500)
+    assert settlement.realized(PRICES) == pytest.approx(without - actual)
+
+
+def _long_session(make_engine: EngineFactory, policy: ContextPolicy) -> tuple[list[object], int]:
+    engine, sink = make_engine(SONNET_LIKE, policy=policy, compactor="summarize")
+    driver = start(engine)
+    for _ in range(70):
+        driver.turn()
+    for request in driver.requests:
+        assert request.tokens <= engine.effective_window
+    return list(sink.events), engine.effective_window
+
+
+def test_the_schedule_compacts_before_the_threshold_and_settles_what_it_expected(
+    make_engine: EngineFactory,
+) -> None:
+    events, window = _long_session(make_engine, ContextPolicy(background=False))
+    finished = [e for e in events if isinstance(e, CompactionFinished)]
+    early = [e for e in finished if e.trigger == "cost"]
+    assert early, [e.trigger for e in finished]
+    compact_at = Thresholds().compact_at * window
+    assert all(e.before_tokens < compact_at for e in early)
+    assert all(e.expected_saving_usd is not None and e.expected_saving_usd > 0 for e in early)
+    settled = {e.edit_ids: e for e in events if isinstance(e, CompactionSettled)}
+    assert settled
+    for edit_ids, settlement in settled.items():
+        (done,) = [e for e in finished if e.edit_ids == edit_ids]
+        assert settlement.expected_saving_usd == done.expected_saving_usd
+        assert settlement.requests >= 1
+        assert not settlement.nominal
+
+
+def test_with_the_schedule_off_the_thresholds_alone_compact(make_engine: EngineFactory) -> None:
+    policy = ContextPolicy(background=False, cost_schedule=False)
+    events, window = _long_session(make_engine, policy)
+    finished = [e for e in events if isinstance(e, CompactionFinished)]
+    assert finished and all(e.trigger != "cost" for e in finished)
+    assert all(e.before_tokens >= Thresholds().compact_at * window * 0.95 for e in finished)
+
+
+def test_an_expired_cache_brings_the_compaction_earlier(
+    make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same session with ten minutes between requests (each one finds the cache expired)
+    compacts for cost sooner than the one whose requests follow each other closely."""
+
+    def first_cost_compaction(seconds_apart: float) -> int:
+        clock = FakeClock(seconds_apart)
+        monkeypatch.setattr(_core, "time", clock)  # the clock messages are stamped with
+        engine, sink = make_engine(
+            SONNET_LIKE, policy=ContextPolicy(background=False), compactor="summarize"
+        )
+        driver = start(engine)
+        for turn in range(70):
+            driver.turn()
+            if any(isinstance(e, CompactionFinished) and e.trigger == "cost" for e in sink.events):
+                return turn
+        return 70
+
+    cold, warm = first_cost_compaction(600), first_cost_compaction(1)
+    assert cold < warm
+
+
+class FakeClock:
+    """Stands in for the ``time`` module where messages get their time: each reading is a step
+    later (the schedule reads a request's time from its newest message)."""
+
+    def __init__(self, step: float) -> None:
+        self.now = 1_700_000_000.0
+        self.step = step
+
+    def time(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_schedule_settings_are_read_and_checked() -> None:
+    settings = Settings(values={"schedule.cost": False, "schedule.compact_from": 0.4})
+    policy = ContextPolicy.from_settings(settings)
+    assert not policy.cost_schedule and policy.compact_from == 0.4
+    with pytest.raises(ConfigError, match=r"schedule\.compact_from"):
+        ContextPolicy(compact_from=0.9)
+    with pytest.raises(ConfigError, match=r"schedule\.cache_ttl"):
+        ContextPolicy(cache_ttl_seconds=0)
