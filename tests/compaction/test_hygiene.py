@@ -383,3 +383,39 @@ def test_every_hygiene_view_is_a_valid_history(provider: str) -> None:
     for strategy in (SupersededReads(), TrimOldArguments(above_tokens=200), ClearOldThinking()):
         view = _applied(view, strategy.plan(ctx.with_view(view)))
         validate(view, provider=history_rules_for(provider))  # type: ignore[arg-type]
+
+
+def test_a_session_compacted_by_hand_restores_its_files_and_resumes_with_them() -> None:
+    make_engine = EngineFactory()
+    try:
+        _compacts_and_resumes(make_engine)
+    finally:
+        make_engine.close_all()
+
+
+def _compacts_and_resumes(make_engine: EngineFactory) -> None:
+    engine, _ = make_engine(window=40_000)
+    session = engine.new_session(title="restore")
+    session.add_user("Make the parser accept empty input.")
+    for n in range(3):
+        call = _read_call(n, f"src/p{n}.py")
+        session.add_assistant(Message.assistant(f"Reading p{n}.", [call]))
+        session.add_tool_result(call.call_id, _file(f"src/p{n}.py", 25))
+    for n in range(3, 110):  # more than the recent window (a quarter of the window) holds
+        call = ToolCallPart.from_args(f"c{n}", "bash", {"command": f"pytest -k case{n}"})
+        session.add_assistant(Message.assistant(f"Running case {n}.", [call]))
+        session.add_tool_result(call.call_id, f"case {n}\n" + "collected 1 item ... ok\n" * 30)
+    result = session.compact()
+    assert result.changed and "restore_files" in result.strategies_run
+    view = session.view
+    (note,) = [m for m in view if FILE_RESTORE_FLAG in m.meta.flags]
+    assert view[view.index(note) - 1].meta.kind == "summary"
+    assert all(f'path="src/p{n}.py"' in note.text for n in range(3))
+    assert counter.count_message(note) <= RESTORE_MAX_WINDOW_SHARE * 40_000
+    _valid(view)
+    ref = note.text.split('path="src/p2.py" ref="')[1].split('"')[0]
+    run = session.run_engine_tool  # type: ignore[attr-defined]
+    page = run(ToolCallPart.from_args("r1", "read_result", {"ref": ref}))
+    assert not page.is_error and "src/p2.py v1" in page.content
+    # The store holds the restore in the summary's edit: a resumed session sees the same view.
+    assert [m.id for m in engine.resume(session.id).view] == [m.id for m in view]

@@ -16,6 +16,10 @@ Cheap to expensive, as the presets order them:
 - :class:`Summarize` replaces the middle of the conversation by a structured summary;
 - :class:`DropOldest` takes whole units out of the view (the last resort).
 
+Context hygiene (:mod:`contextfold.compaction.hygiene`: superseded reads, big old call arguments,
+old thinking) runs between truncation and masking in a compaction, and rides on a MASK-zone batch
+(``MaskObservations.riders``).
+
 In hard mode (``ctx.hard``: overflow recovery, BLOCK zone) the recent window shrinks to the last
 unit and truncation tightens; :class:`ShrinkToFit` (in :mod:`contextfold.compaction._shrink`)
 then guarantees the fit.
