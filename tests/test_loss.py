@@ -119,3 +119,20 @@ def test_probes_skip_summaries_and_name_each_wording_once() -> None:
     (file_probe,) = [p for p in probes if p.text == "src/parser.py"]
     assert "parser.py" not in file_probe.needles  # one component alone would match too much
     assert "src/parser.py" in file_probe.needles
+
+
+def test_an_item_the_ledger_dropped_to_stay_small_left_the_view_too() -> None:
+    before = _before()
+    after = [before[-1]]
+    kept = LedgerItem("identifier", "db.internal:5432")
+    dropped = LedgerItem("identifier", "https://ci.example.com/run/7", "ref_cccccccccccc")
+    old_ledger = Ledger().merged([dropped, kept])
+    new_ledger = Ledger().merged([kept])
+    report = loss_report(before, after, ledger=new_ledger, previous_ledger=old_ledger)
+    where = _where(report)
+    assert where[dropped.text] == ("lost", None)  # its ref is named nowhere any more
+    assert kept.text not in where  # in the ledger before and after: it never left
+    # A ref the new view still names keeps it readable.
+    naming = [Message.user("see ref_cccccccccccc"), *after]
+    report = loss_report(before, naming, ledger=new_ledger, previous_ledger=old_ledger)
+    assert _where(report)[dropped.text] == ("ref", "ref_cccccccccccc")

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from contextfold.compaction._facts import extract_facts
+from contextfold.events import LossReported
 from contextfold.ledger import Ledger, LedgerItem, ledger_items, output_ref, visible_refs
 from contextfold.messages import (
     Message,
@@ -45,6 +46,8 @@ __all__ = [
     "Probe",
     "ProbeKind",
     "Where",
+    "count_line",
+    "event_line",
     "left_the_view",
     "loss_report",
     "probes_of",
@@ -123,17 +126,38 @@ class LossReport:
 
     def line(self) -> str:
         """One line for a person: ``3 facts out of view (1 in summary, 2 behind refs, 0
-        lost)``; places holding nothing are left out, except refs, summary and lost."""
-        total = self.count()
-        parts = [f"{self.count('summary')} in summary"]
-        if self.count("pinned"):
-            parts.append(f"{self.count('pinned')} pinned")
-        if self.count("ledger"):
-            parts.append(f"{self.count('ledger')} in the ledger")
-        parts.append(f"{self.count('ref')} behind refs")
-        parts.append(f"{self.count('lost')} lost")
-        noun = "fact" if total == 1 else "facts"
-        return f"{total} {noun} out of view ({', '.join(parts)})"
+        lost)`` (see :func:`count_line`)."""
+        return count_line(
+            in_summary=self.count("summary"),
+            pinned=self.count("pinned"),
+            in_ledger=self.count("ledger"),
+            behind_ref=self.count("ref"),
+            lost=self.count("lost"),
+        )
+
+
+def count_line(*, in_summary: int, pinned: int, in_ledger: int, behind_ref: int, lost: int) -> str:
+    """The counts of a loss report in one line; places holding nothing are left out, except
+    the summary, refs and lost (the three every compaction can have)."""
+    total = in_summary + pinned + in_ledger + behind_ref + lost
+    parts = [f"{in_summary} in summary"]
+    if pinned:
+        parts.append(f"{pinned} pinned")
+    if in_ledger:
+        parts.append(f"{in_ledger} in the ledger")
+    parts += [f"{behind_ref} behind refs", f"{lost} lost"]
+    return f"{total} {'fact' if total == 1 else 'facts'} out of view ({', '.join(parts)})"
+
+
+def event_line(event: LossReported) -> str:
+    """:func:`count_line` for a :class:`~contextfold.events.LossReported` event."""
+    return count_line(
+        in_summary=event.in_summary,
+        pinned=event.pinned,
+        in_ledger=event.in_ledger,
+        behind_ref=event.behind_ref,
+        lost=event.lost,
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -207,11 +231,14 @@ def loss_report(
     *,
     pins: Iterable[str] = (),
     ledger: Ledger | None = None,
+    previous_ledger: Ledger | None = None,
 ) -> LossReport:
     """What left the view between ``before`` and ``after``, and where each can be read now.
 
     ``pins`` are the session's pin texts and ``ledger`` its ledger as refreshed for ``after``
-    (both are sent with every request, so what they hold is not lost).
+    (both are sent with every request, so what they hold is not lost). ``previous_ledger`` is
+    the ledger ``before`` was sent with: an item the refresh dropped to stay within its bounds
+    left the view too, unless the conversation still shows it.
     """
     pin_texts = tuple(pins)
     before_text, _ = _view_text(before)
@@ -220,16 +247,25 @@ def loss_report(
     pinned = _normalize("\n".join(pin_texts))
     listed = _normalize(ledger.render())
     reachable = visible_refs(after) | ledger.refs
+    probes = [p for p in probes_of(before, pins=pin_texts) if _has(before_text, p.needles)]
+    probed = {p.needles[0] for p in probes}
+    for item in previous_ledger.items if previous_ledger is not None else ():
+        probe = _probe(item.kind, item.text, (item.ref,) if item.ref else ())
+        if probe.needles[0] not in probed:
+            probed.add(probe.needles[0])
+            probes.append(probe)
     items: list[LossItem] = []
-    for probe in probes_of(before, pins=pin_texts):
+    for probe in probes:
         needles = probe.needles
-        if not _has(before_text, needles) or _has(after_text, needles):
-            continue  # it was not in the conversation, or it still is
+        if _has(after_text, needles):
+            continue  # still in the conversation
         if _has(after_summaries, needles):
             items.append(LossItem(probe.kind, probe.text, "summary"))
         elif _has(pinned, needles):
             items.append(LossItem(probe.kind, probe.text, "pinned"))
         elif _has(listed, needles):
+            if not _has(before_text, needles):
+                continue  # in the ledger before and after: it never left the view
             items.append(LossItem(probe.kind, probe.text, "ledger"))
         else:
             ref = next((r for r in probe.refs if r in reachable), None)

@@ -7,6 +7,9 @@ for (``/compact``, trigger ``"manual"``) has no notice either: the command repor
 from the :class:`~contextfold.compaction.CompactResult` it got, so nothing is said twice. Nor
 has a background compaction that was never used (the session closed first, or the conversation
 moved on): it did nothing to the context, and the compaction that ran instead has its own.
+Every other compaction that took facts out of view is followed by its loss report: how many, and
+where they can still be read (summary, pins, the artifact ledger, behind a ref) or that they are
+lost.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from contextfold.events import (
     CompactionStarted,
     ComponentDegraded,
     Event,
+    LossReported,
     ObservationsMasked,
     OutputOffloaded,
     OutputTruncated,
@@ -30,6 +34,7 @@ from contextfold.events import (
     ToolsDeferred,
     Trigger,
 )
+from contextfold.loss import event_line
 
 __all__ = [
     "BACKGROUND_TRIGGER",
@@ -148,6 +153,10 @@ class NoticeWriter:
                 f"{event.component} failed ({event.error}); carrying on with {event.fallback}",
                 "warning",
             )
+        if isinstance(event, LossReported):
+            if not event.out_of_view or event.trigger == MANUAL_TRIGGER:
+                return None  # nothing to add to the compaction's notice, or to /compact's report
+            return Notice(f"compaction: {event_line(event)}", "warning" if event.lost else "info")
         if isinstance(event, SummarizerFellBack):
             return Notice(
                 f"the model-written summary failed ({event.error}); used the extractive one",

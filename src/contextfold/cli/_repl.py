@@ -31,15 +31,19 @@ from contextfold.cli._approval import ApprovalPrompt
 from contextfold.cli._busy import BusyIndicator
 from contextfold.cli._history import PrivateFileHistory
 from contextfold.cli._meter import MeterTracker, bar
+from contextfold.cli._notices import MANUAL_TRIGGER
 from contextfold.cli._printer import TranscriptPrinter
+from contextfold.cli._render import plural, shorten
 from contextfold.cli._slash import COMMANDS, ChatState, run_slash
 from contextfold.engine import Session
-from contextfold.events import Event
+from contextfold.events import Event, LossReported
 
-__all__ = ["HISTORY_FILE", "ChatRepl", "EventRelay"]
+__all__ = ["HISTORY_FILE", "LOSS_PAUSE_LISTED", "ChatRepl", "EventRelay"]
 
 HISTORY_FILE = "chat_history"
 """The prompt history file, in the user data folder."""
+LOSS_PAUSE_LISTED = 10
+"""Lost facts ``--pause-on-loss`` lists before its question (the rest are counted)."""
 
 _PROMPT_STYLE = Style.from_dict(
     {
@@ -93,8 +97,10 @@ class ChatRepl:
         out: Console,
         interactive: bool,
         stdin: TextIO | None = None,
+        pause_on_loss: bool = False,
     ) -> None:
         self.agent = agent
+        self.pause_on_loss = pause_on_loss
         self.out = out
         self.interactive = interactive
         self._stdin = stdin or sys.stdin
@@ -110,7 +116,7 @@ class ChatRepl:
             busy=BusyIndicator(out) if interactive else None,
         )
         self.state = ChatState(session, agent.toolbox, out, meter, printer)
-        relay.target = printer.event
+        relay.target = self._event
         self._approval = ApprovalPrompt(
             out,
             ask=self._approval_answer,
@@ -211,6 +217,39 @@ class ChatRepl:
             f"{self.agent.approval.mode} · session {self.session.id}"
         )
         self.out.print("[dim]/help lists the commands; Ctrl-D leaves.[/dim]")
+
+    # -- engine events -----------------------------------------------------------------------
+
+    def _event(self, event: Event) -> None:
+        """Show an engine event; with ``--pause-on-loss``, ask before going on after a
+        compaction that lost facts."""
+        self.state.printer.event(event)
+        if self.pause_on_loss and isinstance(event, LossReported):
+            self._pause_on_loss(event)
+
+    def _pause_on_loss(self, event: LossReported) -> None:
+        """Ask whether the agent may go on after ``event`` reported lost facts; a no stops the
+        task as Ctrl-C does (the compaction stays: the transcript keeps what it took out).
+
+        A compaction the user asked for (``/compact``) is not questioned: they chose it."""
+        if not event.lost or event.trigger == MANUAL_TRIGGER:
+            return
+        printer = self.state.printer
+        printer.idle()  # never a spinner over the question
+        printer.finish()  # notices held back for a tool result print first
+        lost = [item for item in event.items if item.get("where") == "lost"]
+        self.out.print(
+            f"[yellow]The compaction took {plural(event.lost, 'fact')} out of the context "
+            "that nothing in it can bring back:[/yellow]"
+        )
+        for item in lost[:LOSS_PAUSE_LISTED]:
+            kind, text = item.get("kind", "fact"), shorten(str(item.get("text", "")), 160)
+            self.out.print(f"  [dim]{escape(str(kind))}:[/dim] {escape(text)}", highlight=False)
+        if event.lost > LOSS_PAUSE_LISTED:
+            self.out.print(f"  [dim]… and {event.lost - LOSS_PAUSE_LISTED} more[/dim]")
+        answer = self._approval_answer("Continue? [Y/n] ").strip().lower()
+        if answer.startswith("n"):
+            raise KeyboardInterrupt  # the agent loop stops the task cleanly on it
 
     # -- approval and the status line --------------------------------------------------------
 

@@ -7,7 +7,8 @@ the context edits, and the compaction events that say what the edits freed
 ordered by the time they were recorded. Calls are numbered from 1 (``call``); an edit, a
 compaction or another event carries the number of the call it came after (``after_call``). How
 many messages an edit took out is read from the view it changed (the transcript replayed in
-order), so a range that starts at an earlier summary is counted too.
+order), so a range that starts at an earlier summary is counted too. A ``loss_reported`` event
+that found facts out of view follows its compaction as a ``loss`` entry.
 
 ``--json`` keeps the keys of earlier versions: ``turn`` is on a call the same number as ``call``
 (the engine's call counter), and on an edit the turn of the message it follows.
@@ -33,6 +34,7 @@ from contextfold.cli._stored_state import learned_window_line
 from contextfold.compaction.pipeline import replaced_by
 from contextfold.edits import ContextEdit, MaskEdit, edit_action
 from contextfold.engine._window import stored_learned_window
+from contextfold.loss import count_line
 from contextfold.messages import Message
 from contextfold.store import BrowsableSessionStore, EditRecord, EventRecord, SessionInfo
 from contextfold.store._replay import replay
@@ -52,6 +54,8 @@ _OTHER_NAMES = {
     "summarizer_fell_back": "summarizer fallbacks",
 }
 """How the summary line names each notable event kind (followed by its count)."""
+_LOSS_COUNTS = ("in_summary", "pinned", "in_ledger", "behind_ref", "lost")
+"""The counts of a ``loss_reported`` event, as :func:`contextfold.loss.count_line` takes them."""
 NUMBERING_NOTE = (
     "call: the number of the model call in this session (1 = the first); edits and compactions "
     "are listed where they happened, between calls"
@@ -72,8 +76,10 @@ def inspect(
     For each model call, numbered from 1: input and output tokens, cache reads and writes, the
     context size after it and its share of the window. Between the calls, each edit (mask batch,
     truncate, clear, archive, summary, drop): how many results or messages it took out, and the
-    tokens it freed when a compaction event recorded that; and each compaction. A summary
-    follows: peak usage and edits by kind.
+    tokens it freed when a compaction event recorded that; each compaction; and its loss
+    report: how many facts left the view and where they can still be read (summary, pins, the
+    artifact ledger, behind a ref), with the ones nothing holds any more. A summary follows:
+    peak usage, edits by kind and facts lost.
 
     Example:
 
@@ -113,6 +119,11 @@ def build_timeline(store: BrowsableSessionStore, session_id: str) -> list[dict[s
         for e in events
         if e.event_type == "observations_masked" and e.data.get("edit_id")
     }
+    settled = {
+        tuple(str(i) for i in e.data.get("edit_ids", ())): e.data
+        for e in events
+        if e.event_type == "compaction_settled"
+    }
     compaction_of: dict[str, list[str]] = {}
     for e in events:
         if e.event_type == "compaction_finished":
@@ -133,6 +144,8 @@ def build_timeline(store: BrowsableSessionStore, session_id: str) -> list[dict[s
     for event in events:
         event_row = _event_row(event)
         if event_row is not None:
+            if event_row["type"] == "compaction":
+                _add_settlement(event_row, settled.get(tuple(event_row["edit_ids"])))
             entries.append((_event_time(event), event_row))
     # Stable sort: at equal times an edit comes before the event that reports it.
     entries.sort(key=lambda pair: pair[0])
@@ -224,7 +237,23 @@ def _event_row(event: EventRecord) -> dict[str, Any] | None:
             "freed_tokens": before - after,
             "strategies": list(data.get("strategies_run", ())),
             "edits": len(data.get("edit_ids", ())),
+            "edit_ids": [str(i) for i in data.get("edit_ids", ())],
             "note": str(data.get("note", "")),
+            "expected_saving_usd": data.get("expected_saving_usd"),
+            "realized_saving_usd": None,
+            "settled_requests": None,
+        }
+    if kind == "loss_reported":
+        if not data.get("out_of_view"):
+            return None  # nothing left the view: the compaction's row says all there is
+        counts = {key: int(data.get(key, 0)) for key in _LOSS_COUNTS}
+        lost = [i for i in data.get("items", ()) if isinstance(i, Mapping)]
+        return {
+            "type": "loss",
+            "trigger": data.get("trigger"),
+            "out_of_view": int(data.get("out_of_view", 0)),
+            **counts,
+            "lost_items": [str(i.get("text", "")) for i in lost if i.get("where") == "lost"],
         }
     if kind in _NOTABLE_EVENTS:
         details = {k: v for k, v in data.items() if k != "at"}
@@ -233,6 +262,28 @@ def _event_row(event: EventRecord) -> dict[str, Any] | None:
             row["unused"] = True  # prepared in the worker and never taken: nothing happened
         return row
     return None
+
+
+def _add_settlement(row: dict[str, Any], settled: Mapping[str, Any] | None) -> None:
+    """Put on a compaction's row what its expected saving came to (``compaction_settled``)."""
+    if settled is None:
+        return
+    row["realized_saving_usd"] = settled.get("realized_saving_usd")
+    row["settled_requests"] = settled.get("requests")
+
+
+def _saving_note(row: dict[str, Any]) -> str:
+    """``; expected to save $0.12, saved $0.10 over 14 requests`` (what is known of it)."""
+    expected = row.get("expected_saving_usd")
+    if expected is None:
+        return ""
+    verb = "save" if expected >= 0 else "cost"
+    note = f"; expected to {verb} ${abs(expected):,.4f}"
+    realized = row.get("realized_saving_usd")
+    if realized is not None:
+        done = "saved" if realized >= 0 else "cost"
+        note += f", {done} ${abs(realized):,.4f} over {row['settled_requests']} requests"
+    return note
 
 
 def _number_calls(timeline: list[dict[str, Any]]) -> None:
@@ -274,6 +325,10 @@ def _summarize(timeline: list[dict[str, Any]]) -> dict[str, Any]:
         "edits": dict(edits),
         "compactions": len(compactions),
         "compaction_freed_tokens": sum(r["freed_tokens"] for r in compactions),
+        "expected_saving_usd": sum(r["expected_saving_usd"] or 0.0 for r in compactions),
+        "realized_saving_usd": sum(r["realized_saving_usd"] or 0.0 for r in compactions),
+        "settled_compactions": sum(r["realized_saving_usd"] is not None for r in compactions),
+        "facts_lost": sum(r["lost"] for r in timeline if r["type"] == "loss"),
         "other": dict(Counter(r["type"] for r in timeline if r["type"] in _NOTABLE_EVENTS)),
         "unused_background_compactions": sum(1 for r in timeline if r.get("unused")),
     }
@@ -348,8 +403,17 @@ def _cells(row: dict[str, Any]) -> tuple[str, ...]:
         what = (
             f"[magenta]compaction ({trigger})[/magenta]: {row['before_tokens']:,} → "
             f"{row['after_tokens']:,}, freed {row['freed_tokens']:,} ({strategies}){short}"
+            f"{_render.escape(_saving_note(row))}"
         )
         return ("", "", "", "", fmt(row["after_tokens"]), "", what)
+    if kind == "loss":
+        line = count_line(**{key: row[key] for key in _LOSS_COUNTS})
+        color = "yellow" if row["lost"] else "cyan"
+        what = f"[{color}]loss report[/{color}]: {_render.escape(line)}"
+        if row["lost_items"]:
+            shown = _render.shorten("; ".join(row["lost_items"]), 160)
+            what += f"; lost: {_render.escape(shown)}"
+        return ("", "", "", "", "", "", what)
     details = row["details"]
     if row.get("unused"):  # the reason stays in --json: it is the engine's, not the user's
         return ("", "", "", "", "", "", f"[dim]{UNUSED_BACKGROUND}[/dim]")
@@ -387,6 +451,14 @@ def _summary_line(summary: dict[str, Any]) -> str:
     if summary["compactions"]:
         compactions = _render.plural(summary["compactions"], "compaction")
         parts.append(f"{compactions} freed {summary['compaction_freed_tokens']:,} tokens")
+        if summary["settled_compactions"]:
+            parts.append(
+                f"expected to save ${summary['expected_saving_usd']:,.4f} in input cost, "
+                f"saved ${summary['realized_saving_usd']:,.4f} "
+                f"({summary['settled_compactions']:,} settled)"
+            )
+    if summary.get("facts_lost"):
+        parts.append(f"{_render.plural(summary['facts_lost'], 'fact')} lost from view")
     for kind, n in summary["other"].items():
         if kind == "compaction_failed":
             n -= summary["unused_background_compactions"]  # a quiet note, not a failure

@@ -120,7 +120,8 @@ class TurnState:
         The ledger names a ref a drop note kept without showing it.
         """
         readable = stored_refs(result.view) | self.ledger.refs
-        shown = self.ledger.render()
+        previous = self.ledger
+        shown = previous.render()
         self.ledger = self.ledger.merged(
             left_the_view(ledger_items(result.before_view, readable_refs=readable), result.view),
             max_tokens=token_budget(self.window.context_window),
@@ -131,6 +132,7 @@ class TurnState:
             result.view,
             pins=[pin.text for pin in self.pins.pins],
             ledger=self.ledger,
+            previous_ledger=previous,
         )
         return LossReported(
             session_id=session_id,

@@ -41,6 +41,7 @@ from contextfold.compaction.pipeline import PresetName
 from contextfold.compaction.summary import ExtractiveSummarizer, StructuredSummary
 from contextfold.edits import ContextEdit, MaskEdit, apply_edit, edit_action
 from contextfold.engine import ContextEngine, ContextPolicy, PreparedRequest, Session
+from contextfold.events import Event, LossReported
 from contextfold.formats.transcript import Transcript
 from contextfold.messages import Message, reproducible_ids
 from contextfold.models import ModelInfo, ModelRegistry, default_registry, model_for_window
@@ -64,6 +65,7 @@ from contextfold.replay.probes import (
 from contextfold.replay.records import (
     EditKind,
     EditMark,
+    LossMark,
     OriginalAgent,
     OriginalCompaction,
     ReplayRun,
@@ -193,12 +195,19 @@ def _replay_once(
         # (about several processes writing one database file) does not apply.
         warnings.simplefilter("ignore", SQLiteVersionWarning)
         summarizer = MeteredSummarizer(counter_for(info))
+        losses = _LossLog()
         engine = ContextEngine(
-            info, store=":memory:", compactor=preset, policy=policy, summarizer=summarizer
+            info,
+            store=":memory:",
+            compactor=preset,
+            policy=policy,
+            summarizer=summarizer,
+            sinks=[losses],
         )
     try:
         session = engine.new_session(title=transcript.title or transcript.session_id)
         run = ReplayRun(preset, info.name, info.context_window, engine.effective_window)
+        losses.run = run
         _Replayer(engine, session, transcript, run, summarizer, grounding).run()
         if probes is None:
             probes = probes_for(transcript.messages)
@@ -288,6 +297,32 @@ def original_agent(transcript: Transcript, probes: Sequence[Probe] | None = None
 # --------------------------------------------------------------------------------------------------
 # The turn loop
 # --------------------------------------------------------------------------------------------------
+
+
+class _LossLog:
+    """An event sink keeping each loss report on the run, marked with the request it came
+    before (overflow recoveries included, which happen outside a prepared request)."""
+
+    def __init__(self) -> None:
+        self.run: ReplayRun | None = None
+
+    def emit(self, event: Event) -> None:
+        run = self.run
+        if run is None or not isinstance(event, LossReported):
+            return
+        lost = tuple(str(i.get("text", "")) for i in event.items if i.get("where") == "lost")
+        run.losses.append(
+            LossMark(
+                turn=len(run.turns),  # the record of the request being prepared comes next
+                trigger=event.trigger,
+                in_summary=event.in_summary,
+                pinned=event.pinned,
+                in_ledger=event.in_ledger,
+                behind_ref=event.behind_ref,
+                lost=event.lost,
+                lost_items=lost,
+            )
+        )
 
 
 class _Replayer:
@@ -394,7 +429,8 @@ class _Replayer:
             self.meter.reset()
         if compaction is not None and compaction.summary is not None:
             self.run_record.summaries.append((base.turn, compaction.summary.render()))
-        reuse = self.meter.measure(request)
+        view = self.session.view
+        reuse = self.meter.measure(request, view[-1].meta.created_at if view else None)
         summary_read = self.summarizer.read - self.summary_read
         self.summary_read = self.summarizer.read
         return replace(

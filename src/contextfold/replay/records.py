@@ -22,6 +22,7 @@ __all__ = [
     "WINDOW_NOTE_RATIO",
     "EditKind",
     "EditMark",
+    "LossMark",
     "OriginalAgent",
     "OriginalCompaction",
     "PresetTotals",
@@ -80,6 +81,42 @@ class EditMark:
     def to_json(self) -> dict[str, Any]:
         """``{"kind", "count", "freed_tokens"}``."""
         return {"kind": self.kind, "count": self.count, "freed_tokens": self.freed_tokens}
+
+
+@dataclass(frozen=True, slots=True)
+class LossMark:
+    """One loss report of the engine (:class:`~contextfold.events.LossReported`): before which
+    request, what started the compaction, and where the facts it took out of view can still be
+    read, with the texts of those nothing holds any more (as many as the event listed)."""
+
+    turn: int
+    """The request the compaction came before (0-based, as :attr:`TurnRecord.turn`)."""
+    trigger: str
+    in_summary: int = 0
+    pinned: int = 0
+    in_ledger: int = 0
+    behind_ref: int = 0
+    lost: int = 0
+    lost_items: tuple[str, ...] = ()
+
+    @property
+    def out_of_view(self) -> int:
+        """Facts, pins and ledger items that left the view."""
+        return self.in_summary + self.pinned + self.in_ledger + self.behind_ref + self.lost
+
+    def to_json(self) -> dict[str, Any]:
+        """The mark as JSON."""
+        return {
+            "turn": self.turn,
+            "trigger": self.trigger,
+            "out_of_view": self.out_of_view,
+            "in_summary": self.in_summary,
+            "pinned": self.pinned,
+            "in_ledger": self.in_ledger,
+            "behind_ref": self.behind_ref,
+            "lost": self.lost,
+            "lost_items": list(self.lost_items),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +208,8 @@ class ReplayRun:
     final_tokens: int = 0
     """Our count of the view at the end (what one more request would hold)."""
     restarts: int = 0
+    losses: list[LossMark] = field(default_factory=list)
+    """The engine's loss report of every compaction and mask batch, in order."""
 
     # -- figures ------------------------------------------------------------------------------
 
@@ -281,6 +320,7 @@ class ReplayRun:
                 dict(self.failed_approaches) if self.failed_approaches is not None else None
             ),
             "summaries": [{"turn": turn, "text": text} for turn, text in self.summaries],
+            "losses": [loss.to_json() for loss in self.losses],
         }
         if turns:
             out["turns"] = [t.to_json() for t in self.turns]

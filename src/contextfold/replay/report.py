@@ -5,11 +5,12 @@ the engine's edits marked on the curves and the original agent's recorded compac
 lines; a table per preset (peak, requests over the window, compactions, tokens sent, prefix-cache
 reuse, input cost at Anthropic and OpenAI cache prices); the budget by component at each preset's
 peak request; retention of the session's facts per preset, beside the original agent's
-post-compaction view; and the summaries each preset wrote beside the original agent's.
+post-compaction view; the loss report of each compaction (what left the view and where it can
+still be read); and the summaries each preset wrote beside the original agent's.
 
 Elements carry ids and ``data-*`` attributes (``data-transcript``, ``data-table``,
-``data-retention``, ``data-chart``, ``data-edit``, ``data-original-compaction``) so that tests and
-scripts can find them.
+``data-retention``, ``data-loss``, ``data-chart``, ``data-edit``, ``data-original-compaction``) so
+that tests and scripts can find them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from html import escape
 from pathlib import Path
 
 from contextfold.replay._report_cells import bad, preset_chip, table_box
+from contextfold.replay._report_loss import loss_section
 from contextfold.replay._report_run import Failure, failed_section, overview_section
 from contextfold.replay._report_style import REPORT_CSS
 from contextfold.replay._svg import (
@@ -143,6 +145,7 @@ def _transcript_section(number: int, replay: TranscriptReplay, name: str) -> str
         + f"<h3>Per preset</h3>{table_box(_preset_table(replay, agent))}"
         + f"<h3>Budget at the peak request</h3>{_budget(runs)}"
         + f"<h3>Retention of the session's facts</h3>{_retention_table(replay, agent)}"
+        + loss_section(replay)
         + _summaries(replay, agent)
         + "</section>"
     )
