@@ -28,7 +28,10 @@ def _result(call_id: str, name: str, content: str, *, error: bool = False) -> Me
 
 def _session() -> list[Message]:
     return [
-        Message.user("Fix the crash; the API runs on localhost:8080."),
+        Message.user(
+            "Fix the crash in from_iso8601; the API runs on localhost:8080 "
+            "(session ses_01hx9cabc12)."
+        ),
         _call("c1", "Read", file_path="src/parser.py"),
         _result("c1", "Read", "def parse(text):\n    return text.split()\n"),
         _call("c2", "Edit", file_path="src/parser.py", old_string="a", new_string="b"),
@@ -58,6 +61,8 @@ def test_items_are_read_from_tool_calls_outputs_and_text_in_order() -> None:
     assert ("identifier", "localhost:8080") in kinds
     assert ("identifier", "https://github.com/acme/parser/pull/42") in kinds  # no final dot
     assert ("identifier", "3f2a9c1d7e") in kinds
+    assert ("identifier", "ses_01hx9cabc12") in kinds
+    assert not any(t == "from_iso8601" for _, t in kinds)  # a function name, not an id
     # The same input always gives the same items.
     assert ledger_items(_session()) == items
 

@@ -100,9 +100,9 @@ _HOST_PORT = (
 _UUID = r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
 # A hash: 7 to 64 hex digits with at least one letter and one digit (not a plain number or word).
 _HASH = r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b"
-# A prefixed id such as ses_01hx9c… or cus_8aZ2…: a short lower-case prefix, then a token with a
-# digit in it.
-_PREFIXED_ID = r"\b[a-z]{2,10}_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{6,40}\b"
+# A prefixed id such as ses_01hx9c… or cus_NffrFeUfNV2Hib: a short lower-case prefix, then a
+# token of at least 10 characters with a digit in it (``from_iso8601`` is a function name).
+_PREFIXED_ID = r"\b[a-z]{2,8}_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{10,40}\b"
 _IDENTIFIER = re.compile(
     "|".join(f"(?:{p})" for p in (_URL, _UUID, _HOST_PORT, _HASH, _PREFIXED_ID)), re.IGNORECASE
 )
