@@ -129,6 +129,22 @@ def test_a_read_of_the_whole_file_supersedes_a_read_of_part_of_it() -> None:
     assert superseded == {"c0", "c1", "c4"}  # both parts of util.py, and the first app.py
 
 
+def test_shell_reads_are_superseded_only_by_what_holds_their_output() -> None:
+    def bash(n: int, command: str | list[str], output: str) -> list[Message]:
+        return _round(n, ToolCallPart.from_args(f"c{n}", "bash", {"command": command}), output)
+
+    view = [Message.user("go", id="u")]
+    view += bash(0, "git diff src/a.py", "-old line\n+new line\n" * 40)  # not in the file
+    view += bash(1, "cd /repo && grep -n parse src/a.py", "12: def parse(x):\n" * 40)
+    view += bash(2, ["bash", "-lc", "cat src/a.py"], _file("src/a.py", 40))  # Codex's argv
+    view += bash(3, "git diff src/a.py", "-old line\n+new line\n" * 41)
+    view.append(Message.user("ok", id="u1"))
+    edits = SupersededReads().plan(make_ctx(view, target=10**6, window=40_000))
+    superseded = {i.call_id: i.content for e in edits if isinstance(e, MaskEdit) for i in e.items}
+    assert set(superseded) == {"c0", "c1"}
+    assert "(call c3)" in superseded["c0"] and "(call c2)" in superseded["c1"]
+
+
 def test_failed_reads_and_other_tools_are_not_reads() -> None:
     view = [Message.user("go", id="u")]
     view += _round(0, _read_call(0, "a.py"), "x" * 400)

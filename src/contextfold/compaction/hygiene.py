@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import json
 import posixpath
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -94,6 +95,27 @@ _PATH_KEYS = (
 _CONTENT_KEYS = ("content", "file_text", "contents", "text")
 """Arguments that hold a whole file's new content in a write (Write, write_file, create)."""
 _WHOLE_FILE_READERS = frozenset({"cat", "nl"})
+_LINE_PRINTERS = frozenset(
+    {
+        "cd",
+        "cat",
+        "nl",
+        "head",
+        "tail",
+        "sed",
+        "grep",
+        "egrep",
+        "fgrep",
+        "rg",
+        "awk",
+        "less",
+        "more",
+    }
+)
+"""Programs whose output is lines of the file they read (``cd`` prints nothing): a later read of
+the whole file holds everything they showed (``git diff``, ``python`` or ``wc`` print something
+else)."""
+_SHELL_SEPARATOR = re.compile(r"\|\||&&|[|;&\n]")
 _ARGUMENTS_CUT_NOTE = "more characters; full arguments: read_result"
 """Text the cut of a trimmed argument string ends with (a call holding it is not cut again)."""
 
@@ -109,12 +131,14 @@ class FileRead:
 
     ``span`` is ``None`` for a read of the whole file; otherwise what selected the part (the
     other arguments, or the shell command), so only a read of the same part or of the whole file
-    supersedes it.
+    supersedes it. ``in_file`` is false for a command whose output the file does not hold (``git
+    diff``, a script fed the file): only the same command again supersedes that.
     """
 
     slot: ResultSlot
     path: str
     span: str | None
+    in_file: bool = True
 
     @property
     def call(self) -> ToolCallPart:
@@ -134,7 +158,9 @@ def file_reads(view: Sequence[Message]) -> list[FileRead]:
         action = _classified(slot.call) if slot.call is not None else None
         if slot.call is None or action is None or action.kind != "read" or len(action.reads) != 1:
             continue
-        reads.append(FileRead(slot, _normal_path(action.reads[0]), _span(slot.call)))
+        span = _span(slot.call)
+        in_file = span is None or not _command(slot.call) or _shows_only_the_file(span)
+        reads.append(FileRead(slot, _normal_path(action.reads[0]), span, in_file))
     return reads
 
 
@@ -150,18 +176,37 @@ def _normal_path(path: str) -> str:
     return posixpath.normpath(path.strip()) if path.strip() else path
 
 
+def _command(call: ToolCallPart) -> str | None:
+    """The shell command ``call`` ran (Codex's argv ``[bash, -lc, script]`` as its script), or
+    ``None`` for a call that is not a shell command."""
+    args = call.args()
+    if args.get("command") == "view" and "path" in args:  # an editor tool's view command
+        return None
+    command = args.get("command", args.get("cmd"))
+    if isinstance(command, list) and command and all(isinstance(w, str) for w in command):
+        script = len(command) >= 3 and command[-2] in ("-c", "-lc")
+        command = command[-1] if script else shlex.join(command)
+    return command if isinstance(command, str) else None
+
+
 def _span(call: ToolCallPart) -> str | None:
     """``None`` when ``call`` read the whole file, else what chose the part it read."""
+    command = _command(call)
+    if command is not None:
+        return None if _reads_whole_file(command) else " ".join(command.split())
     args = call.args()
     rest = {k: v for k, v in args.items() if k not in _PATH_KEYS}
-    if rest.get("command") == "view" and "path" in args:  # an editor tool's view command
+    if rest.get("command") == "view":
         del rest["command"]
-    command = rest.get("command", rest.get("cmd"))
-    if isinstance(command, str):
-        return None if _reads_whole_file(command) else " ".join(command.split())
     if not rest:
         return None
     return json.dumps(rest, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _shows_only_the_file(command: str) -> bool:
+    """True when every program of ``command`` prints lines of its input (a part of the file)."""
+    programs = [words.split()[0] for words in _SHELL_SEPARATOR.split(command) if words.split()]
+    return bool(programs) and all(p.rsplit("/", 1)[-1] in _LINE_PRINTERS for p in programs)
 
 
 def _reads_whole_file(command: str) -> bool:
@@ -198,7 +243,7 @@ class SupersededReads:
         for read in reversed(file_reads(ctx.view)):
             if read.slot.result.is_error:
                 continue
-            newer = newest_whole.get(read.path)
+            newer = newest_whole.get(read.path) if read.in_file else None
             if newer is None and read.span is not None:
                 newer = newest_part.get((read.path, read.span))
             if read.span is None:
