@@ -2,7 +2,8 @@
 
 A compaction or a mask batch replaces part of the view; the facts in that part do not all
 vanish. :func:`loss_report` compares the view before and after and, for each probe that was in
-the conversation before and is not after, says where the model can still read it, the best
+the conversation before and is not after (or was in the artifact ledger, which the refresh
+dropped it from to stay within its bounds), says where the model can still read it, the best
 place first:
 
 - ``summary`` — a summary in the new view quotes it;
