@@ -75,6 +75,13 @@ def test_errors_come_only_from_failed_outputs_and_file_lines_are_not_hosts() -> 
     items = ledger_items(messages)
     assert [i for i in items if i.kind == "error"] == []
     assert all(i.text != "app.py:12" for i in items)
+    texts = [
+        i.text
+        for i in ledger_items(
+            [Message.user("lists.erl:2385 failed; the collector: http://localhost:4318\\")]
+        )
+    ]
+    assert texts == ["http://localhost:4318"]  # a file and line is not a host; no stray backslash
 
 
 def test_engine_refs_and_secrets_are_never_identifiers() -> None:

@@ -91,7 +91,8 @@ _URL = r"https?://[^\s'\"<>()\[\]{}`]+"
 # extension (``parser.py:35`` is a file and a line number, not a host).
 _FILE_EXTENSIONS = (
     "py|pyi|js|mjs|cjs|ts|tsx|jsx|rs|go|c|h|cc|cpp|hpp|java|kt|rb|php|cs|swift|scala|sh|md|rst|"
-    "txt|json|ya?ml|toml|ini|cfg|lock|html?|css|scss|sql|xml|log|csv|ipynb|vue|svelte|lua|ex|exs"
+    "txt|json|ya?ml|toml|ini|cfg|conf|lock|html?|css|scss|sql|xml|log|csv|ipynb|vue|svelte|lua|"
+    "ex|exs|eex|heex|erl|hrl|dart|zig|nim|pl|pm|jl|hs|ml|clj|el|vim|proto|gradle|tf|r|m|mm|s"
 )
 _HOST_PORT = (
     r"\b(?:localhost|\d{1,3}(?:\.\d{1,3}){3}|"
@@ -106,7 +107,7 @@ _PREFIXED_ID = r"\b[a-z]{2,8}_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{10,40}\b"
 _IDENTIFIER = re.compile(
     "|".join(f"(?:{p})" for p in (_URL, _UUID, _HOST_PORT, _HASH, _PREFIXED_ID)), re.IGNORECASE
 )
-_TRAILING = ".,;:!?'\""
+_TRAILING = ".,;:!?'\"\\"
 _COUNTER = HeuristicCounter()
 _RefOf: TypeAlias = Callable[[str], str | None]
 """The readable ref of a call's output, by call id."""
