@@ -206,8 +206,8 @@ def apply_result(
             horizon_requests=horizon,
         )
         core.emit(finished)
-        open_settlement(core, finished, settlement)
         core.emit(state.account_for(result, trigger, core.id))
+        open_settlement(core, finished, settlement)
     elif trigger != "mask":
         compaction_failed(core, trigger, m.tokens, after, _why_unused(result))
     return result
