@@ -138,6 +138,7 @@ def other_methods() -> tuple[str, ...]:
 
     return (*METHOD_NAMES, *(peer.name for peer in real_peers()))
 
+
 MIDDLEWARE_TRIGGER_FRACTION = 0.8
 """The middleware summarizes at this share of the window: our compact threshold (DESIGN.md §4)."""
 MIDDLEWARE_KEEP_MESSAGES = 20
@@ -675,7 +676,10 @@ def replay_method(
             # Sent and refused as too long: over the window, not billed, no cache written.
             run.turns.append(TurnRecord(len(run.turns), index, tokens=refused, zone="", fits=False))
         tokens = counter.count_request(view, system=system, tools=tools)
-        reuse = meter.measure_segments(wire_segments(view, system, tools, info.provider), tokens)
+        at = view[-1].meta.created_at if view else None
+        reuse = meter.measure_segments(
+            wire_segments(view, system, tools, info.provider), tokens, at
+        )
         edits = (EditMark(compaction.kind, compaction.removed, 0),) if compaction else ()
         if compaction is not None:
             run.grounding.add(grounding.items_at(index), ViewText.of(view))

@@ -46,12 +46,19 @@ corpus, nothing written unless ``--write``).
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import statistics
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 
+from benchmarks._plot import PlotPoint, cost_grounding_svg
 from benchmarks._results import (
     benchmark_arguments,
     markdown_table,
@@ -101,6 +108,19 @@ QUICK_PER_CORPUS = 2
 QUICK_MAX_BYTES = 1_000_000
 """Files larger than this are left out in ``--quick`` mode (seconds, not minutes)."""
 METHODS: tuple[str, ...] = (*DEFAULT_PRESETS, *other_methods())
+PLOT = Path(__file__).with_name("cost_grounding.svg")
+"""The cost × grounding plot RESULTS.md shows (written with the section)."""
+COST_HELD_BACK = (
+    "the cheaper methods keep less: a summary with no recent turns (Codex-like) or a view "
+    "capped at a few dozen events (OpenHands-like) makes every later request small, at the "
+    "price of what the agent needs next (their grounding in view is far lower, see the table)"
+)
+GROUNDING_HELD_BACK = (
+    "methods that only ever drop the oldest messages (trim_messages, the sliding window, "
+    "clearing old tool results) keep what the agent uses next in view more often, at several "
+    "times the cost or with requests over the window; every compaction that summarizes "
+    "loses some of it"
+)
 
 
 def corpus(quick: bool) -> Iterator[tuple[str, Transcript]]:
@@ -278,46 +298,81 @@ def _full_tokens(transcript: Transcript, counter_tokens: Callable[..., int]) -> 
     return counter_tokens(messages, system=system, tools=transcript.tools)
 
 
+@dataclass(frozen=True)
+class _TranscriptRuns:
+    """What one transcript gave at every window and method (computed in a worker process)."""
+
+    corpus: str
+    runs: tuple[tuple[int, str, ReplayRun, int, bool], ...]
+    """(window, method, run, whole transcript's tokens, larger than the window)."""
+    engine_extra: int | None
+
+
+def _replay_every_method(
+    item: tuple[str, Transcript], windows: Sequence[int] = WINDOWS
+) -> _TranscriptRuns:
+    corpus_name, transcript = item
+    probes = probes_for(transcript.messages)
+    plan = GroundingPlan(transcript.messages)
+    failed = failed_approaches(transcript.messages)
+    runs: list[tuple[int, str, ReplayRun, int, bool]] = []
+    extra: int | None = None
+    for window in windows:
+        info = resolve_model(transcript, window=window)
+        counter = counter_for(info)
+        effective = ContextBudget.for_model(info).effective_window
+        full = _full_tokens(transcript, counter.count_request)
+        first: dict[str, int] = {}
+        for method in METHODS:
+            if method in DEFAULT_PRESETS:
+                run = replay(
+                    transcript, method, window=window, probes=probes, grounding=plan, failed=failed
+                )
+            else:
+                run = replay_method(method, transcript, info, counter, probes, plan, failed)
+            runs.append((window, method, run, full, full > effective))
+            if run.turns:
+                first[method] = run.turns[0].tokens
+        if window == max(windows) and DEFAULT_PRESET in first and BASELINE_SLIDING in first:
+            extra = first[DEFAULT_PRESET] - first[BASELINE_SLIDING]
+    return _TranscriptRuns(corpus_name, tuple(runs), extra)
+
+
+def _quiet_worker() -> None:
+    warnings.simplefilter("ignore", SQLiteVersionWarning)
+
+
 def measure(
-    transcripts: Sequence[tuple[str, Transcript]], windows: Sequence[int] = WINDOWS
+    transcripts: Sequence[tuple[str, Transcript]],
+    windows: Sequence[int] = WINDOWS,
+    workers: int = 1,
 ) -> Measured:
-    """Replay every transcript with every method at every window."""
+    """Replay every transcript with every method at every window, in ``workers`` processes
+    (each transcript's runs are independent; the pooling happens here, in transcript order)."""
     out = Measured(transcripts=len(transcripts))
     started = time.perf_counter()
-    for number, (corpus_name, transcript) in enumerate(transcripts, 1):
-        probes = probes_for(transcript.messages)
-        plan = GroundingPlan(transcript.messages)
-        failed = failed_approaches(transcript.messages)
-        for window in windows:
-            info = resolve_model(transcript, window=window)
-            counter = counter_for(info)
-            effective = ContextBudget.for_model(info).effective_window
-            full = _full_tokens(transcript, counter.count_request)
-            big = full > effective
-            out.big_transcripts[window] = out.big_transcripts.get(window, 0) + big
-            first: dict[str, int] = {}
-            for method in METHODS:
-                if method in DEFAULT_PRESETS:
-                    run = replay(
-                        transcript,
-                        method,
-                        window=window,
-                        probes=probes,
-                        grounding=plan,
-                        failed=failed,
-                    )
-                else:
-                    run = replay_method(method, transcript, info, counter, probes, plan, failed)
+    replay_one = partial(_replay_every_method, windows=windows)
+    with ExitStack() as stack:
+        if workers > 1:
+            context = multiprocessing.get_context("fork")
+            executor = stack.enter_context(
+                ProcessPoolExecutor(workers, mp_context=context, initializer=_quiet_worker)
+            )
+            results: Iterator[_TranscriptRuns] = executor.map(replay_one, transcripts)
+        else:
+            results = map(replay_one, transcripts)
+        for number, done in enumerate(results, 1):
+            for window, method, run, full, big in done.runs:
+                if method == DEFAULT_PRESET:  # counted once per transcript and window
+                    out.big_transcripts[window] = out.big_transcripts.get(window, 0) + big
                 out.pools.setdefault((window, method), Pool()).add(run, full, big)
                 if method == DEFAULT_PRESET:
-                    out.by_corpus.setdefault((window, corpus_name), Pool()).add(run, full, big)
-                if run.turns:
-                    first[method] = run.turns[0].tokens
-            if window == max(windows) and DEFAULT_PRESET in first and BASELINE_SLIDING in first:
-                out.engine_extra.append(first[DEFAULT_PRESET] - first[BASELINE_SLIDING])
-        if number % 25 == 0 or number == len(transcripts):
-            elapsed = time.perf_counter() - started
-            print(f"  {number}/{len(transcripts)} transcripts, {elapsed:.0f} s", flush=True)
+                    out.by_corpus.setdefault((window, done.corpus), Pool()).add(run, full, big)
+            if done.engine_extra is not None:
+                out.engine_extra.append(done.engine_extra)
+            if number % 25 == 0 or number == len(transcripts):
+                elapsed = time.perf_counter() - started
+                print(f"  {number}/{len(transcripts)} transcripts, {elapsed:.0f} s", flush=True)
     return out
 
 
@@ -444,7 +499,9 @@ def best_other(
     m: Measured, window: int, value: Callable[[Pool], float | None], higher: bool
 ) -> tuple[str, float] | None:
     """The best peer or baseline on one figure at ``window``: (name, value)."""
-    found = [(name, v) for name in other_methods() if (v := value(m.pools[window, name])) is not None]
+    found = [
+        (name, v) for name in other_methods() if (v := value(m.pools[window, name])) is not None
+    ]
     if not found:
         return None
     return (max if higher else min)(found, key=lambda item: item[1])
@@ -514,6 +571,75 @@ def corpus_table(m: Measured, windows: Sequence[int]) -> str:
 # --------------------------------------------------------------------------------------------------
 
 
+def method_kind(name: str) -> str:
+    """``ours`` (a preset), ``baseline`` (written here) or ``peer`` (another project's code)."""
+    if name in DEFAULT_PRESETS:
+        return "ours"
+    return "baseline" if "(baseline)" in name else "peer"
+
+
+def plot_points(m: Measured, windows: Sequence[int]) -> list[PlotPoint]:
+    """One point per method and window for the cost × grounding plot."""
+    return [
+        PlotPoint(
+            f"{w // 1000}k",
+            name,
+            method_kind(name),
+            m.pools[w, name].cost_with_summaries,
+            m.pools[w, name].grounded() or 0.0,
+            m.pools[w, name].over_window,
+        )
+        for w in windows
+        for name in METHODS
+        if (w, name) in m.pools
+    ]
+
+
+def _cheapest_fitting(m: Measured, window: int, names: Sequence[str]) -> tuple[str, float] | None:
+    """The method of ``names`` with the lowest cost (summary calls priced) among those that
+    sent no request over the window."""
+    fitting = [(n, m.pools[window, n].cost_with_summaries) for n in names]
+    fitting = [(n, c) for n, c in fitting if m.pools[window, n].over_window == 0]
+    return min(fitting, key=lambda pair: pair[1], default=None)
+
+
+def goal_table(m: Measured, windows: Sequence[int]) -> str:
+    """Issue 19's goal, per window: the default preset's cost beside the cheapest other method
+    that never overflows, and its grounding and retention beside the best other method's."""
+    rows = []
+    for w in windows:
+        ours = m.pools[w, DEFAULT_PRESET]
+        cheapest = _cheapest_fitting(m, w, other_methods())
+        grounded = best_other(m, w, lambda p: p.grounded(), True)
+        facts = best_other(m, w, lambda p: p.retention(), True)
+        rows.append(
+            [
+                f"{w // 1000}k",
+                f"{_money(ours.cost_with_summaries)}",
+                "—"
+                if cheapest is None
+                else f"{_money(cheapest[1])} ({_short(cheapest[0])}): "
+                f"{ours.cost_with_summaries / cheapest[1]:.2f}x",
+                f"{ours.grounded() or 0:.1%}",
+                "—" if grounded is None else f"{grounded[1]:.1%} ({_short(grounded[0])})",
+                f"{ours.retention() or 0:.1%}",
+                "—" if facts is None else f"{facts[1]:.1%} ({_short(facts[0])})",
+            ]
+        )
+    return markdown_table(
+        [
+            "window",
+            f"{DEFAULT_PRESET}: $ + summary calls",
+            "cheapest other with 0 over the window (ours ÷ it)",
+            f"{DEFAULT_PRESET}: grounded in view",
+            "best other",
+            f"{DEFAULT_PRESET}: facts kept",
+            "best other",
+        ],
+        rows,
+    )
+
+
 def targets(m: Measured, windows: Sequence[int]) -> list[dict[str, object]]:
     reuse = {w: m.pools[w, DEFAULT_PRESET].reuse for w in windows}
     versus = []
@@ -559,6 +685,54 @@ def targets(m: Measured, windows: Sequence[int]) -> list[dict[str, object]]:
             versus=f"requests over the window: {others}",
             held_back=over_held,
         ),
+        *_goal_targets(m, windows),
+    ]
+
+
+def _goal_targets(m: Measured, windows: Sequence[int]) -> list[dict[str, object]]:
+    """Issue 19: the default preset cheapest of all methods that fit (summary calls priced),
+    with grounding and retention at least the best other method's."""
+    cost_rows, cost_versus, quality_rows, quality_versus = [], [], [], []
+    cost_met = quality_met = True
+    for w in windows:
+        ours = m.pools[w, DEFAULT_PRESET]
+        cheapest = _cheapest_fitting(m, w, other_methods())
+        if cheapest is not None:
+            ratio = ours.cost_with_summaries / cheapest[1]
+            cost_met &= ratio <= 1
+            cost_rows.append(f"{w // 1000}k: {_money(ours.cost_with_summaries)}")
+            cost_versus.append(
+                f"{w // 1000}k: {_money(cheapest[1])} ({_short(cheapest[0])}), ours {ratio:.2f}x"
+            )
+        grounded = best_other(m, w, lambda p: p.grounded(), True)
+        facts = best_other(m, w, lambda p: p.retention(), True)
+        ours_g, ours_f = ours.grounded() or 0.0, ours.retention() or 0.0
+        if grounded is not None and facts is not None:
+            quality_met &= ours_g >= grounded[1] and ours_f >= facts[1]
+            quality_rows.append(f"{w // 1000}k: grounded {ours_g:.1%}, facts {ours_f:.1%}")
+            quality_versus.append(
+                f"{w // 1000}k: grounded {grounded[1]:.1%} ({_short(grounded[0])}), "
+                f"facts {facts[1]:.1%} ({_short(facts[0])})"
+            )
+    return [
+        target(
+            "cost",
+            f"default preset ({DEFAULT_PRESET}) cheapest of every method that fits the window "
+            "(Anthropic input + summary calls)",
+            "; ".join(cost_rows),
+            cost_met,
+            versus="; ".join(cost_versus),
+            held_back="" if cost_met else COST_HELD_BACK,
+        ),
+        target(
+            "grounding",
+            f"default preset ({DEFAULT_PRESET}) grounding and retention ≥ the best peer or "
+            "baseline",
+            "; ".join(quality_rows),
+            quality_met,
+            versus="; ".join(quality_versus),
+            held_back="" if quality_met else GROUNDING_HELD_BACK,
+        ),
     ]
 
 
@@ -578,18 +752,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{len(METHODS)} methods",
         flush=True,
     )
-    m = measure(transcripts)
+    m = measure(transcripts, workers=os.cpu_count() or 1)
     cache = cache_table(m, WINDOWS)
     compaction = compaction_table(m, WINDOWS)
     ratios = ratio_table(m, WINDOWS)
     corpora = corpus_table(m, WINDOWS)
+    goal = goal_table(m, WINDOWS)
     rows = targets(m, WINDOWS)
     seconds = time.perf_counter() - started
     extra = statistics.median(m.engine_extra) if m.engine_extra else 0
     verdicts = "\n".join(
         f"- {r['target']}: {r['measured']} — {'met' if r['met'] else '**not met**'}." for r in rows
     )
-    print(cache, compaction, ratios, corpora, verdicts, sep="\n\n")
+    print(cache, compaction, ratios, corpora, goal, verdicts, sep="\n\n")
     print(f"{len(transcripts)} transcripts, {seconds:.0f} s")
     if not should_write(args):
         return
@@ -667,8 +842,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         "replay/grounding.py` has the exact rules.\n\n"
         f"{compaction}\n\nEach preset as a ratio to the best peer or baseline on that figure "
         "(named in brackets):\n\n"
-        f"{ratios}"
+        f"{ratios}\n\n"
+        "Issue 19's goal: the default preset cheapest of every method that fits the window, with "
+        "summary calls priced, and its grounding and retention at least the best other "
+        f"method's:\n\n{goal}\n\n"
+        f"![Cost × grounding: one point per method and window]({PLOT.name})\n\n"
+        f"`{PLOT.name}`: x = $ claude-sonnet-4-5 + summary calls, y = grounded in view; our "
+        "presets filled, peers hollow circles, baselines hollow squares, red outline = "
+        "requests over the window."
     )
+    PLOT.write_text(cost_grounding_svg(plot_points(m, WINDOWS)), encoding="utf-8")
     write_section(
         "compaction",
         "Compaction: presets, peers and baselines at 32k and 128k (replay)",

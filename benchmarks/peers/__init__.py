@@ -21,7 +21,12 @@ if TYPE_CHECKING:
 
 __all__ = ["PEER_MODULES", "Peer", "missing_peers", "real_peers"]
 
-PEER_MODULES = ("langchain_editing", "deepagents_peer", "openai_agents_peer", "pydantic_ai_harness_peer")
+PEER_MODULES = (
+    "langchain_editing",
+    "deepagents_peer",
+    "openai_agents_peer",
+    "pydantic_ai_harness_peer",
+)
 """The modules of this package that define peers, in display order."""
 
 MakePeer = Callable[[str, "Sequence[ToolSpec]", "TokenCounter", int], "ContextMethod"]

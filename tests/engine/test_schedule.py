@@ -20,6 +20,7 @@ from contextfold.engine._economics import (
     PaceTracker,
     Plan,
     Settlement,
+    early_compaction_saving,
     edit_saving,
 )
 from contextfold.events import CompactionFinished, CompactionSettled
@@ -27,7 +28,7 @@ from tests.engine.helpers import EngineFactory, start
 
 SONNET_LIKE = ModelInfo(
     "sonnet-like",
-    40_000,
+    100_000,
     provider="anthropic",
     max_output_tokens=2_000,
     input_price=3.0,
@@ -104,6 +105,27 @@ def test_a_mask_batch_deep_in_the_view_with_little_freed_does_not_pay() -> None:
     assert small < 0 < big
 
 
+def test_compacting_early_pays_in_a_roomy_window_and_not_in_a_tight_one() -> None:
+    """Compacting at a size from now on, against the best later size: with 96k of room and a
+    small floor the cached view is worth shrinking long before the threshold; with a 24k window
+    whose floor (recent turns, summary) is already half the threshold, compacting more often
+    costs more in summaries and re-written caches than the smaller view saves (the replay
+    corpus showed the same)."""
+    roomy = Plan(upper=0.8 * 96_000, floor=8_000, summary=1_500)
+    tight = Plan(upper=0.8 * 24_000, floor=10_500, summary=1_800)
+    pace = Pace(40, 470)
+
+    def saving(tokens: float, plan: Plan) -> float:
+        return early_compaction_saving(
+            tokens=tokens, kept_prefix=1_500, warm=True, pace=pace, plan=plan, prices=PRICES
+        )
+
+    assert saving(40_000, roomy) > 0
+    assert saving(16_000, tight) < 0
+    # Past the upper threshold there is nothing later to compare with.
+    assert saving(80_000, roomy) == 0
+
+
 def test_the_pace_counts_growth_between_requests_not_edits() -> None:
     tracker = PaceTracker()
     for size in (1_000, 2_000, 3_000):
@@ -134,10 +156,12 @@ def test_a_settlement_prices_what_happened_against_the_view_without_the_edit() -
     assert settlement.realized(PRICES) == pytest.approx(without - actual)
 
 
-def _long_session(make_engine: EngineFactory, policy: ContextPolicy) -> tuple[list[object], int]:
+def _long_session(
+    make_engine: EngineFactory, policy: ContextPolicy, turns: int = 150
+) -> tuple[list[object], int]:
     engine, sink = make_engine(SONNET_LIKE, policy=policy, compactor="summarize")
     driver = start(engine)
-    for _ in range(70):
+    for _ in range(turns):
         driver.turn()
     for request in driver.requests:
         assert request.tokens <= engine.effective_window
@@ -165,7 +189,7 @@ def test_the_schedule_compacts_before_the_threshold_and_settles_what_it_expected
 
 def test_with_the_schedule_off_the_thresholds_alone_compact(make_engine: EngineFactory) -> None:
     policy = ContextPolicy(background=False, cost_schedule=False)
-    events, window = _long_session(make_engine, policy)
+    events, window = _long_session(make_engine, policy, turns=250)
     finished = [e for e in events if isinstance(e, CompactionFinished)]
     assert finished and all(e.trigger != "cost" for e in finished)
     assert all(e.before_tokens >= Thresholds().compact_at * window * 0.95 for e in finished)
@@ -184,11 +208,11 @@ def test_an_expired_cache_brings_the_compaction_earlier(
             SONNET_LIKE, policy=ContextPolicy(background=False), compactor="summarize"
         )
         driver = start(engine)
-        for turn in range(70):
+        for turn in range(150):
             driver.turn()
             if any(isinstance(e, CompactionFinished) and e.trigger == "cost" for e in sink.events):
                 return turn
-        return 70
+        return 150
 
     cold, warm = first_cost_compaction(600), first_cost_compaction(1)
     assert cold < warm

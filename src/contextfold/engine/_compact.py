@@ -20,7 +20,7 @@ from contextfold.engine._core import SessionCore
 from contextfold.engine._measure import Measurement
 from contextfold.engine._recovery import ENGINE_PROVIDER, OVERFLOW_RETRY_SHARE, RefusedRequest
 from contextfold.engine._restart import restart
-from contextfold.engine._schedule import compacts_early, expectation, mask_pays, open_settlement
+from contextfold.engine._schedule import compacts_early, expectation, open_settlement
 from contextfold.engine._writer import PendingBlobs
 from contextfold.engine._zones import ZoneAction, decide
 from contextfold.events import (
@@ -111,8 +111,7 @@ def _mask_batch(core: SessionCore, m: Measurement) -> CompactResult | None:
     ctx = replace(_context(core, m, core.deps.policy.thresholds.mask_at), blobs=pending)
     result = compactor.mask(ctx)
     least = min_mask_batch(compactor.mask_strategies) * ctx.window_tokens
-    # A batch that costs more in cache re-writes than it saves waits, as a small one does.
-    if not result.changed or result.freed_tokens < least or not mask_pays(core, m, result):
+    if not result.changed or result.freed_tokens < least:
         # Planning reads every old output, and only outputs can be masked: plan again once
         # new tool outputs could make up the shortfall, and at least half a batch of them
         # (outputs in the recent window are not maskable yet: a small shortfall would

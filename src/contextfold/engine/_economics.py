@@ -9,12 +9,13 @@ surcharge. So every edit to the view has a price and a payoff:
 - the payoff: every later request is smaller by what the edit freed, and a session that does not
   shrink its view will have to compact anyway when it reaches the upper threshold.
 
-:func:`edit_saving` compares "edit now" with "wait" by playing both forward over the turns the
-session is expected to have left, each growing the view as it has grown so far and compacting at
-the upper threshold when it gets there. It is a plain function of a few numbers, so the decisions
-(when to compact, whether a mask batch pays for its cache break) are tested as arithmetic.
-The same play-forward, fed what actually happened, gives the realized effect
-(:class:`Settlement`).
+:func:`early_compaction_saving` decides when to compact: it plays the session forward under
+"compact whenever the view reaches this size" for the current size and for later ones up to the
+upper threshold, each turn growing the view as it has grown so far, and finds whether now is
+the cheapest. :func:`edit_saving` prices one edit against not making it (what a compaction
+event expects), and the same play-forward, fed what actually happened, gives the realized
+effect (:class:`Settlement`). They are plain functions of a few numbers, so the decisions are
+tested as arithmetic.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "PaceTracker",
     "Plan",
     "Settlement",
+    "early_compaction_saving",
     "edit_saving",
 ]
 
@@ -53,7 +55,7 @@ default: five minutes)."""
 MIN_HORIZON_TURNS = 4
 """Fewest further turns a session is expected to have (a session just started has some left)."""
 MAX_HORIZON_TURNS = 200
-"""Most further turns the play-forward looks at (it costs a few microseconds per turn)."""
+"""Most further turns the play-forward looks at (a fraction of a microsecond each)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +122,7 @@ class Pace:
 
     ``remaining`` expects a session to go on about as long again as it has so far (bounded):
     a session's length is not known in advance, and one that has run long is likely to run on.
+    It is how many requests a settlement waits for.
     """
 
     turns: int
@@ -134,30 +137,42 @@ class Pace:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """Where the play-forward compacts: from ``upper`` tokens down to ``floor`` tokens."""
+    """Where the play-forward compacts: from ``upper`` tokens down to ``floor`` tokens, each
+    summary reading what it takes out plus the ``summary`` it extends."""
 
     upper: float
     floor: float
+    summary: float = 0.0
 
 
 def _play(
     start_tokens: float, first_cost: float, pace: Pace, plan: Plan, prices: CachePrices
 ) -> float:
-    """Cost of the remaining turns after a first request of ``start_tokens`` costing
+    """Expected cost of the turns after a first request of ``start_tokens`` costing
     ``first_cost``: each later request grows by the session's pace, reads the last request
     from the cache and writes its growth, and compacts to the floor when it passes the upper
-    threshold (paying the summary and re-writing the compacted view)."""
+    threshold (paying a summary of what it takes out and re-writing the compacted view).
+
+    A later turn counts as much as the session is likely to reach it: having run ``n`` turns,
+    it reaches ``k`` more with odds ``n / (n + k)`` (the longer a session has run, the longer
+    it tends to go on). Weighing every turn that way, rather than stopping at a fixed count,
+    keeps a compaction that lands just past a cut-off from tipping the comparison.
+    """
     total = first_cost
     size = start_tokens
     growth = max(pace.growth, 1.0)
-    for _ in range(pace.remaining - 1):
+    ran = max(MIN_HORIZON_TURNS, pace.turns)
+    for k in range(1, MAX_HORIZON_TURNS):
+        odds = ran / (ran + k)
         grown = size + growth
         if grown >= plan.upper:
-            total += prices.summary(grown) + prices.request(plan.floor, 0)
+            cost = prices.summary(grown - plan.floor + plan.summary)
+            cost += prices.request(plan.floor, 0)
             size = plan.floor
         else:
-            total += prices.request(grown, size)
+            cost = prices.request(grown, size)
             size = grown
+        total += odds * cost
     return total
 
 
@@ -186,6 +201,47 @@ def edit_saving(
     first = prices.summary(summary_tokens) + prices.request(after, kept_prefix if warm else 0.0)
     edit = _play(after, first, pace, plan, prices)
     return wait - edit
+
+
+TRIGGER_CANDIDATES = 6
+"""How many later triggers, spread up to the upper threshold, compacting now is weighed
+against."""
+
+
+def early_compaction_saving(
+    *,
+    tokens: float,
+    kept_prefix: float,
+    warm: bool,
+    pace: Pace,
+    plan: Plan,
+    prices: CachePrices,
+) -> float:
+    """Dollars saved by making ``tokens`` the size at which the session compacts, starting
+    now, rather than the best later size up to the upper threshold (negative: a later one is
+    cheaper).
+
+    Each candidate is a policy played forward consistently: compact whenever the view reaches
+    that size, down to the floor. Weighing one early compaction against compactions at the
+    threshold afterwards would be wrong, because the schedule decides again after it and would
+    compact early again: a smaller view costs less per request, but the compactions that keep
+    it small come more often, each paying its summary and a re-written cache.
+    """
+
+    def policy(trigger: float) -> float:
+        at = Plan(upper=trigger, floor=plan.floor, summary=plan.summary)
+        if tokens >= trigger:
+            first = prices.summary(tokens - plan.floor + plan.summary)
+            first += prices.request(plan.floor, kept_prefix if warm else 0.0)
+            return _play(plan.floor, first, pace, at, prices)
+        return _play(tokens, prices.request(tokens, tokens if warm else 0.0), pace, at, prices)
+
+    now = policy(tokens)
+    step = (plan.upper - tokens) / TRIGGER_CANDIDATES
+    if step <= 0:
+        return 0.0
+    later = min(policy(tokens + step * i) for i in range(1, TRIGGER_CANDIDATES + 1))
+    return later - now
 
 
 @dataclass
@@ -228,7 +284,8 @@ class Settlement:
         for previous, now in zip(self.sizes, self.sizes[1:], strict=False):
             grown = size + max(0.0, now - previous)
             if grown >= self.plan.upper:
-                without += prices.summary(grown) + prices.request(self.plan.floor, 0)
+                without += prices.summary(grown - self.plan.floor + self.plan.summary)
+                without += prices.request(self.plan.floor, 0)
                 size = self.plan.floor
             else:
                 without += prices.request(grown, size)

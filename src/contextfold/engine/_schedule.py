@@ -1,8 +1,7 @@
 """The cache-aware schedule: the session's figures put to :mod:`._economics`.
 
-- :func:`compacts_early` — between ``compact_from`` and the compact threshold, whether compacting
-  now costs less than waiting for the threshold;
-- :func:`mask_pays` — whether a planned mask batch saves more than its cache break costs;
+- :func:`compacts_early` — between ``compact_from`` and the compact threshold, whether making
+  the current size the one the session compacts at costs less than any later one;
 - :func:`expectation` — the expected saving a finished compaction carries, and the settlement
   that will say what it came to;
 - :func:`request_sent` — the pace after each request, and the settlement that came due.
@@ -20,13 +19,23 @@ from contextfold.budget import Zone
 from contextfold.compaction import CompactResult, recent_window_start
 from contextfold.compaction.window import task_index
 from contextfold.engine._core import SessionCore
-from contextfold.engine._economics import CachePrices, Plan, Settlement, edit_saving
+from contextfold.engine._economics import (
+    CachePrices,
+    Plan,
+    Settlement,
+    early_compaction_saving,
+    edit_saving,
+)
 from contextfold.engine._measure import Measurement
 from contextfold.events import CompactionFinished, CompactionSettled
 from contextfold.messages import Message
 
-__all__ = ["compacts_early", "expectation", "mask_pays", "open_settlement", "request_sent"]
+__all__ = ["compacts_early", "expectation", "open_settlement", "request_sent"]
 
+EARLY_MARGIN = 0.25
+"""An early compaction must be expected to save at least this share of what one compaction
+costs: the play-forward's floor and pace are estimates, and a compaction that only breaks even
+on paper costs more in practice (measured on the replay corpus, benchmarks/RESULTS.md)."""
 SUMMARY_TOKENS_GUESS = 1_000
 """What a summary is expected to take, before the session's first summary shows its size."""
 
@@ -65,15 +74,18 @@ def _plan(core: SessionCore, m: Measurement) -> Plan:
     if core.state.summary is not None:
         summary = core.compaction_counter.count_text(core.state.summary.render())
     floor = m.fixed_tokens + int(kept * m.calibration) + summary
-    return Plan(upper=policy.thresholds.compact_at * m.effective_window, floor=floor)
+    return Plan(
+        upper=policy.thresholds.compact_at * m.effective_window, floor=floor, summary=summary
+    )
 
 
 def compacts_early(core: SessionCore, m: Measurement) -> bool:
     """Whether to compact now although the view is under the compact threshold.
 
     Only with the cost schedule on, past ``compact_from``, in the OK or MASK zone, and when
-    compacting now to what a compaction leaves is expected to save money over the turns left
-    (its summary priced, the cache re-written from the start of the conversation).
+    compacting at this size from now on is expected to cost less than compacting at any later
+    one up to the threshold (summaries priced, the cache re-written from the start of the
+    conversation each time; :func:`early_compaction_saving`).
     """
     policy = core.deps.policy
     if not policy.cost_schedule or m.zone not in (Zone.OK, Zone.MASK):
@@ -83,50 +95,17 @@ def compacts_early(core: SessionCore, m: Measurement) -> bool:
     plan = _plan(core, m)
     if m.tokens - plan.floor < policy.thresholds.min_progress * m.effective_window:
         return False  # it would free less than a compaction must: not worth a cache break
-    pace = core.state.pace
-    saving = edit_saving(
+    pace, cache = core.state.pace, prices(core)
+    saving = early_compaction_saving(
         tokens=m.tokens,
-        after=plan.floor,
         kept_prefix=m.fixed_tokens,
-        summary_tokens=m.tokens - plan.floor,
         warm=pace.warm(now(core.view), policy.cache_ttl_seconds),
         pace=pace.pace,
         plan=plan,
-        prices=prices(core),
+        prices=cache,
     )
-    return saving > 0
-
-
-def _kept_prefix(core: SessionCore, m: Measurement, view: Sequence[Message]) -> int:
-    """Tokens at the start of the request that replacing the session's view with ``view``
-    leaves unchanged: the fixed part and the messages before the first one that differs."""
-    kept = m.fixed_tokens
-    for old, new, size in zip(core.view, view, core.sizes.messages, strict=False):
-        if old is not new and old != new:
-            break
-        kept += size
-    return kept
-
-
-def mask_pays(core: SessionCore, m: Measurement, result: CompactResult) -> bool:
-    """Whether the planned mask batch ``result`` saves more than it costs (always, with the
-    cost schedule off). A batch re-writes the cache from its first masked output on; what it
-    frees is read for less on every later request, and it puts off the next compaction."""
-    policy = core.deps.policy
-    if not policy.cost_schedule:
-        return True
-    pace = core.state.pace
-    saving = edit_saving(
-        tokens=m.tokens,
-        after=m.tokens - result.freed_tokens,
-        kept_prefix=_kept_prefix(core, m, result.view),
-        summary_tokens=0,
-        warm=pace.warm(now(core.view), policy.cache_ttl_seconds),
-        pace=pace.pace,
-        plan=_plan(core, m),
-        prices=prices(core),
-    )
-    return saving > 0
+    one = cache.summary(m.tokens - plan.floor + plan.summary) + cache.request(plan.floor, 0)
+    return saving > EARLY_MARGIN * one
 
 
 def expectation(
@@ -137,7 +116,7 @@ def expectation(
     policy = core.deps.policy
     pace = core.state.pace
     plan = _plan(core, m)
-    summary_tokens = max(0, m.tokens - after) if result.summary is not None else 0
+    summary_tokens = max(0, m.tokens - after) + plan.summary if result.summary is not None else 0
     warm = pace.warm(now(core.view), policy.cache_ttl_seconds)
     kept = m.fixed_tokens  # the old view is gone: a compaction is taken as changing it early
     saving = edit_saving(

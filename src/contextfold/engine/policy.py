@@ -14,7 +14,12 @@ from contextfold.engine._economics import DEFAULT_CACHE_TTL_SECONDS
 from contextfold.outputs import OutputLimits, OutputPolicy
 from contextfold.tools import DEFAULT_TOOL_BUDGET_SHARE
 
-__all__ = ["DEFAULT_COMPACT_FROM", "DEFAULT_OUTPUT_MAX_SHARE", "ContextPolicy"]
+__all__ = [
+    "DEFAULT_CACHE_TTL_SECONDS",
+    "DEFAULT_COMPACT_FROM",
+    "DEFAULT_OUTPUT_MAX_SHARE",
+    "ContextPolicy",
+]
 
 DEFAULT_OUTPUT_MAX_SHARE = 0.05
 """Most of the effective window one tool output may take inline (the rest goes behind a ref)."""
@@ -36,14 +41,16 @@ class ContextPolicy:
     ``extract_pins`` reads user messages for standing constraints and pins them
     (:mod:`contextfold.pins`); explicit pins work either way.
 
-    ``cost_schedule`` times edits by their expected dollar effect on the provider's prompt
-    cache (:mod:`contextfold.engine._economics`): a mask batch that would cost more in cache
-    re-writes than it saves waits; between ``compact_from`` and ``thresholds.compact_at`` a
-    compaction comes early when the turns the session is expected to have left repay it (most
-    often right after the cache expired, ``cache_ttl_seconds`` after the last request, when the
-    next request re-writes everything anyway). The thresholds are then bounds: nothing is
-    compacted for cost below ``compact_from``, and ``compact_at`` and ``block_at`` still
-    compact whatever the cost. Off, the thresholds alone decide, as triggers.
+    ``cost_schedule`` times compactions by their expected dollar effect on the provider's
+    prompt cache (:mod:`contextfold.engine._economics`): between ``compact_from`` and
+    ``thresholds.compact_at`` the session compacts early when compacting at its current size,
+    from now on, is expected to cost less than at any later size, summaries priced and the
+    cache re-written each time (often right after the cache expired, ``cache_ttl_seconds`` after
+    the last request, when the next request re-writes everything anyway). The thresholds are
+    then bounds: nothing is compacted for cost below ``compact_from``, and ``compact_at`` and
+    ``block_at`` still compact whatever the cost. Mask batches keep to ``mask_at``: gating them
+    by the same arithmetic cost more on the replay corpus (benchmarks/RESULTS.md). Off, the
+    thresholds alone decide, as triggers.
     ``summary_price_share`` prices what a summary reads, as a share of the input price (1: a
     model writes it; 0: a summarizer that calls no model).
     """

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextfold.engine import PreparedRequest
+from contextfold.engine.policy import DEFAULT_CACHE_TTL_SECONDS
 from contextfold.models import ModelInfo, Provider, default_registry
 from contextfold.tokens import TokenCounter
 
@@ -94,23 +95,38 @@ class PrefixMeter:
 
     Segment sizes are counted with ``counter`` on the wire JSON (memoised: most segments repeat
     every turn); the reused share of those counts is then applied to the request's own token
-    estimate, so reused and total tokens are on the engine's scale.
+    estimate, so reused and total tokens are on the engine's scale. A request made more than
+    ``ttl_seconds`` after the one before it (by the transcript's own clock, when its messages
+    carry times) reuses nothing: the provider's cache has expired.
     """
 
-    def __init__(self, counter: TokenCounter, provider: Provider) -> None:
+    def __init__(
+        self,
+        counter: TokenCounter,
+        provider: Provider,
+        ttl_seconds: float = DEFAULT_CACHE_TTL_SECONDS,
+    ) -> None:
         self.counter = counter
         self.provider = provider
+        self.ttl_seconds = ttl_seconds
         self._previous: list[str] = []
+        self._previous_at: float | None = None
         self._sizes: dict[str, int] = {}
 
-    def measure(self, request: PreparedRequest) -> PrefixReuse:
-        """The reuse of ``request``; it becomes the previous request for the next call."""
+    def measure(self, request: PreparedRequest, at: float | None = None) -> PrefixReuse:
+        """The reuse of ``request`` (made at time ``at``, when known); it becomes the previous
+        request for the next call."""
         segments = request_segments(request, self.provider)
-        return self.measure_segments(segments, request.tokens)
+        return self.measure_segments(segments, request.tokens, at)
 
-    def measure_segments(self, segments: Sequence[str], total_tokens: int) -> PrefixReuse:
+    def measure_segments(
+        self, segments: Sequence[str], total_tokens: int, at: float | None = None
+    ) -> PrefixReuse:
         """The reuse of a request given as wire segments (see :func:`request_segments`)."""
         previous = self._previous
+        last, self._previous_at = self._previous_at, at if at is not None else self._previous_at
+        if at is not None and last is not None and at - last > self.ttl_seconds:
+            previous = []  # the cache expired since the last request
         same = 0
         for old, new in zip(previous, segments, strict=False):
             if old != new:

@@ -429,7 +429,8 @@ class _Replayer:
             self.meter.reset()
         if compaction is not None and compaction.summary is not None:
             self.run_record.summaries.append((base.turn, compaction.summary.render()))
-        reuse = self.meter.measure(request)
+        view = self.session.view
+        reuse = self.meter.measure(request, view[-1].meta.created_at if view else None)
         summary_read = self.summarizer.read - self.summary_read
         self.summary_read = self.summarizer.read
         return replace(
