@@ -15,6 +15,7 @@ from typing import Any
 
 from contextfold._usage import UsageTracker
 from contextfold.compaction import CompactResult, StructuredSummary
+from contextfold.engine._economics import PaceTracker
 from contextfold.engine._recovery import RefusedRequest
 from contextfold.engine._window import SessionWindow
 from contextfold.engine.request import PreparedRequest
@@ -57,6 +58,9 @@ class TurnState:
     ledger: Ledger = field(default_factory=Ledger)
     """The files, commands, errors and identifiers the session touched, as of its latest
     compaction; every request carries it verbatim (saved). Empty until a compaction."""
+    pace: PaceTracker = field(default_factory=PaceTracker)
+    """Requests so far, how the view grew, the cache's clock and the edit being settled, for the
+    cache-aware schedule (saved, the settlement aside)."""
 
     last: PreparedRequest | None = None
     """The latest prepared request."""
@@ -88,6 +92,7 @@ class TurnState:
             "tool_deferral": self.deferral.state(),
             "pins": self.pins.state(),
             "ledger": self.ledger.state(),
+            "pace": self.pace.state(),
             **self.window.state(),
         }
 
@@ -105,6 +110,7 @@ class TurnState:
         # A state saved before pins existed has none: the session starts with an empty set.
         self.pins = PinSet.from_state(saved.get("pins", []))
         self.ledger = Ledger.from_state(saved.get("ledger", []))
+        self.pace = PaceTracker.from_state(saved.get("pace"))
         deferral = saved.get("tool_deferral")
         if isinstance(deferral, Mapping):
             self.deferral.restore(deferral)
