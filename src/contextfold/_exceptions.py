@@ -68,7 +68,13 @@ class ConfigError(UsageError, ValueError):
 
     def __init__(self, setting: str, message: str) -> None:
         self.setting = setting
+        self.detail = message
         super().__init__(f"{setting}: {message}")
+
+    def __reduce__(self) -> tuple[type[ConfigError], tuple[str, str]]:
+        # Rebuilt from its two arguments, so it crosses a process boundary (a worker pool)
+        # as itself rather than as an error about its constructor.
+        return (type(self), (self.setting, self.detail))
 
 
 class UnknownModelError(UsageError, LookupError):

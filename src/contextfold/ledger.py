@@ -24,7 +24,7 @@ from contextfold._blobs import REF_PATTERN, blob_info
 from contextfold._placeholders import tool_kind
 from contextfold.compaction._facts import tool_actions
 from contextfold.messages import Message, SummaryPart, TextPart, ToolCallPart, ToolResultPart
-from contextfold.redaction import redact_text
+from contextfold.redaction import might_hold_secret, redact_text
 from contextfold.tokens import HeuristicCounter
 
 __all__ = [
@@ -314,7 +314,9 @@ def _identifiers(message: Message, ref_of: _RefOf) -> Iterator[LedgerItem]:
             text, ref = part.arguments, None
         else:
             continue
-        for match in _IDENTIFIER.finditer(text):
+        # Identifiers are read from the redacted text: lifted out of its line, a secret loses
+        # the context (``TOKEN=``...) by which the store's redactor would know it.
+        for match in _IDENTIFIER.finditer(redact_text(text) if might_hold_secret(text) else text):
             found = match.group(0).rstrip(_TRAILING)
             if REF_PATTERN.fullmatch(found) or redact_text(found) != found:
                 continue
@@ -325,5 +327,5 @@ def _identifiers(message: Message, ref_of: _RefOf) -> Iterator[LedgerItem]:
 
 
 def _clip(text: str) -> str:
-    text = " ".join(text.split())
+    text = " ".join(redact_text(text).split())  # redacted before any cut, for the same reason
     return text if len(text) <= MAX_ITEM_CHARS else text[: MAX_ITEM_CHARS - 1].rstrip() + "…"

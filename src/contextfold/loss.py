@@ -38,6 +38,7 @@ from contextfold.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from contextfold.redaction import redact_text
 
 __all__ = [
     "MAX_LISTED_ITEMS",
@@ -175,7 +176,9 @@ def probes_of(messages: Sequence[Message], *, pins: Iterable[str] = ()) -> list[
     facts = extract_facts(conversation)
     found: list[Probe] = []
     if facts.task is not None:
-        found.append(_probe("task", _first_line(facts.task.text)[:TASK_PROBE_CHARS]))
+        # Redacted before the cut (the event is stored; half a secret no longer looks like one).
+        task = _first_line(redact_text(facts.task.text))[:TASK_PROBE_CHARS]
+        found.append(_probe("task", task))
     found += [_probe("request", f.text) for f in facts.user_requests]
     found += [_probe("constraint", f.text) for f in facts.constraints]
     for fact in (*facts.files_modified, *facts.files_read):

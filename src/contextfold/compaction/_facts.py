@@ -26,6 +26,7 @@ from contextfold._harness_notes import typed_text
 from contextfold.compaction._shell import looks_like_file, shell_effects
 from contextfold.compaction.window import is_user_turn
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
+from contextfold.redaction import redact_text
 
 __all__ = ["ActionKind", "Fact", "SessionFacts", "ToolAction", "extract_facts", "tool_actions"]
 
@@ -396,4 +397,9 @@ def _first_line(text: str) -> str:
 
 
 def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    """``text`` cut to ``limit`` characters. A cut one is redacted first: a fact may be stored
+    (a summary, a loss report), and half a secret no longer looks like one to the store's
+    redactor."""
+    if len(text) <= limit:
+        return text
+    return redact_text(text)[: limit - 1].rstrip() + "…"
