@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from contextfold.edits import DropEdit, MaskEdit, ReplacedResult, SummarizeEdit
-from contextfold.events import CompactionFinished, ObservationsMasked, StoreSink, TokenUsage
+from contextfold.events import (
+    CompactionFinished,
+    CompactionSettled,
+    ObservationsMasked,
+    StoreSink,
+    TokenUsage,
+)
 from contextfold.messages import Message, Meta, SummaryPart, ToolCallPart, ToolResultPart
 from contextfold.store import open_store
 
@@ -118,11 +124,25 @@ def populated_store(tmp_path: Path) -> PopulatedStore:
                     after_messages=5,
                     strategies_run=("summarize", "drop_oldest"),
                     edit_ids=(summarize.id, drop.id),
+                    expected_saving_usd=0.1234,
+                    horizon_requests=1,
                 )
             )
             view = store.load_view(SESSION_ID)
             store.save_snapshot(
                 SESSION_ID, view.view, 40_000, last_seq=view.last_seq, last_edit=view.last_edit
+            )
+        if n == 4:
+            sink.emit(
+                CompactionSettled(
+                    session_id=SESSION_ID,
+                    at=at + 45,
+                    trigger="threshold",
+                    edit_ids=(summarize.id, drop.id),
+                    expected_saving_usd=0.1234,
+                    realized_saving_usd=0.0987,
+                    requests=1,
+                )
             )
     store.close()
     return PopulatedStore(path, SESSION_ID, mask.id, summarize.id, drop.id)

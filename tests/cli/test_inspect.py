@@ -222,3 +222,19 @@ def test_an_unused_background_compaction_is_a_quiet_note(
     assert "failed" not in summary and "changed nothing" not in summary
     data = json.loads(inspect_output(populated_store, "--json"))
     assert data["timeline"][-1]["type"] == "compaction_failed"  # machines keep the event
+
+
+def test_a_compaction_shows_what_it_was_expected_to_save_and_what_it_saved(
+    populated_store: PopulatedStore,
+) -> None:
+    """The cost schedule's figures: the expected saving the compaction event carried, and the
+    realized one its settlement reported later, joined by the compaction's edits."""
+    data: dict[str, Any] = json.loads(inspect_output(populated_store, "--json"))
+    (compaction,) = [row for row in data["timeline"] if row["type"] == "compaction"]
+    assert compaction["expected_saving_usd"] == 0.1234
+    assert compaction["realized_saving_usd"] == 0.0987
+    assert compaction["settled_requests"] == 1
+    assert data["summary"]["settled_compactions"] == 1
+    text = " ".join(inspect_output(populated_store).split())  # as one line, however wrapped
+    assert "expected to save $0.1234, saved $0.0987 over 1 requests" in text
+    assert "$0.0987 saved ($0.1234 expected)" in text

@@ -453,9 +453,8 @@ def _summary_line(summary: dict[str, Any]) -> str:
         parts.append(f"{compactions} freed {summary['compaction_freed_tokens']:,} tokens")
         if summary["settled_compactions"]:
             parts.append(
-                f"expected to save ${summary['expected_saving_usd']:,.4f} in input cost, "
-                f"saved ${summary['realized_saving_usd']:,.4f} "
-                f"({summary['settled_compactions']:,} settled)"
+                f"${summary['realized_saving_usd']:,.4f} saved "
+                f"(${summary['expected_saving_usd']:,.4f} expected)"
             )
     if summary.get("facts_lost"):
         parts.append(f"{_render.plural(summary['facts_lost'], 'fact')} lost from view")
