@@ -682,7 +682,9 @@ def replay_method(
         )
         edits = (EditMark(compaction.kind, compaction.removed, 0),) if compaction else ()
         if compaction is not None:
-            run.grounding.add(grounding.items_at(index), ViewText.of(view))
+            # With the system prompt, as the engine's requests are probed.
+            system_view = [Message.system(system)] if system else []
+            run.grounding.add(grounding.items_at(index), ViewText.of([*system_view, *view]))
         run.turns.append(
             TurnRecord(
                 turn=len(run.turns),
@@ -702,6 +704,6 @@ def replay_method(
     final, _ = method.request()
     system_messages = [Message.system(system)] if system else []
     run.retention = check_retention(probes, [*system_messages, *final])
-    run.failed_approaches = check_failed_approaches(failed, final)
+    run.failed_approaches = check_failed_approaches(failed, [*system_messages, *final])
     run.final_tokens = counter.count_messages(final)
     return run

@@ -30,6 +30,7 @@ from contextfold.events import (
     OverflowRecovered,
     Trigger,
 )
+from contextfold.ledger import token_budget
 
 __all__ = ["act", "apply_result", "compact_now", "compaction_failed", "min_mask_batch", "recover"]
 
@@ -132,17 +133,23 @@ def _context(
     focus: str | None = None,
 ) -> CompactionContext:
     deps = core.deps
+    # What the compaction takes out may go into the ledger, a system-prompt section: the
+    # conversation leaves room for it to grow to its bound, or the request after a compaction
+    # aimed at the last token (an overflow's retry) would not fit.
+    ledger = core.state.ledger
+    ledger_room = max(0, token_budget(core.state.window.context_window) - ledger.tokens())
     return CompactionContext(
         view=tuple(core.view),
         counter=core.compaction_counter,
-        target_tokens=m.conversation_target(target),
+        target_tokens=max(0, m.conversation_target(target) - ledger_room),
         window_tokens=m.raw_window,
         blobs=core.blobs,
         session_id=core.id,
         summarizer=deps.summarizer,
         focus=focus,
         hard=hard,
-        room_tokens=m.conversation_target(1.0),  # what the conversation can be given at all
+        # What the conversation can be given at all.
+        room_tokens=max(0, m.conversation_target(1.0) - ledger_room),
         recent=deps.policy.recent,
     )
 

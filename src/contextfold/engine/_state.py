@@ -65,7 +65,8 @@ class TurnState:
     last: PreparedRequest | None = None
     """The latest prepared request."""
     last_unrepaired: list[Message] | None = None
-    """The view the latest request was made from, when repairs changed it on the way."""
+    """The view the latest request was made from, when what was sent differs from it (repairs
+    changed it on the way, or the ledger rode with its summary)."""
     refused: RefusedRequest | None = None
     """The request a provider refused, until a reply comes: it is never sent again, and a second
     refusal before a reply is not recovered from."""

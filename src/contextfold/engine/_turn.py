@@ -33,7 +33,7 @@ from contextfold.engine._schedule import request_sent
 from contextfold.engine._tools import with_engine_tools
 from contextfold.engine.request import PreparedRequest
 from contextfold.events import Event
-from contextfold.messages import Message
+from contextfold.messages import Message, SummaryPart, TextPart
 from contextfold.normalize import RepairReport
 from contextfold.prompt import BuiltPrompt
 from contextfold.tool_spec import ToolSpec
@@ -45,7 +45,12 @@ __all__ = ["prepare"]
 class _Prompt:
     built: BuiltPrompt
     fixed: str
-    """The system text the request is measured with (stable sections, then dynamic ones)."""
+    """The text the request is measured with besides its messages: the system prompt (stable
+    sections, then dynamic ones), and the ledger when it rides with the summary."""
+    ledger_with: str | None = None
+    """Id of the summary message the ledger is sent with (``None``: it is a system prompt
+    section, or there is none)."""
+    ledger_text: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,13 +76,20 @@ def prepare(
         zone = m.zone
         ledger = core.state.ledger
         compaction, m = _apply_step(core, m, prompt, chosen)
-        if core.state.ledger is not ledger:
-            # The compaction refreshed the ledger: this request carries it (its prefix changed
-            # anyway), rather than the next one breaking the provider's cache again to add it.
+        if core.state.ledger is not ledger or (compaction is not None and compaction.changed):
+            # The compaction refreshed the ledger (and may have written the summary it rides
+            # with): this request carries it (its prefix changed anyway), rather than the next
+            # one breaking the provider's cache again to add it.
+            prompt = _prompt_step(core, system)
+            m = core.measure(prompt.fixed, chosen.selected, prompt.built)
+        for share in LEDGER_GIVES_WAY:
+            if not _ledger_gives_way(core, m, share):
+                break
             prompt = _prompt_step(core, system)
             m = core.measure(prompt.fixed, chosen.selected, prompt.built)
         notes = _notes_step(core, m, chosen)
         view, repairs = _repair_step(core)
+        view = _with_ledger(view, prompt)
         request = _render_step(core, prompt, chosen, notes, m, zone, view, repairs)
         request = replace(
             request,
@@ -87,20 +99,70 @@ def prepare(
             events=tuple(events),
         )
         request_sent(core, request.tokens, core.view)
-        _remember(core, request, repairs)
+        _remember(core, request, repairs, prompt.ledger_text)
         return request
     finally:
         core.collector = None
 
 
+LEDGER_GIVES_WAY = (1.5, 3.0, float("inf"))
+"""How much more than the overshoot the ledger sheds in each try (the ledger is counted on its
+own scale, the request on the provider's): the last try leaves it empty."""
+
+
+def _ledger_gives_way(core: SessionCore, m: Measurement, share: float) -> bool:
+    """When the request is over the window and carries a ledger, shrink the ledger (its oldest
+    items first) by ``share`` times the overshoot and say so: it is a reminder of what left the
+    view, and the view comes first. A compaction as hard as it goes can leave a request that the
+    ledger it just grew pushes over the window."""
+    state = core.state
+    over = m.tokens - core.effective_window
+    if over <= 0 or not state.ledger.items:
+        return False
+    room = max(0, int(state.ledger.tokens() - over * share)) if share != float("inf") else 0
+    state.ledger = state.ledger.merged((), max_tokens=room)
+    return True
+
+
 def _prompt_step(core: SessionCore, system: SystemPrompt) -> _Prompt:
     state = core.state
-    kept = with_kept(system, pins=state.pins.render(), ledger=state.ledger.render())
+    ledger = state.ledger.render()
+    anchor = _summary_id(core.view) if ledger else None
+    # With a summary in the view, the ledger is sent with it: both change only when a
+    # compaction rewrites that part of the view, so the system prompt and the task before it
+    # stay cached (in the system prompt, every compaction would re-write them too).
+    in_system = "" if anchor is not None else ledger
+    kept = with_kept(system, pins=state.pins.render(), ledger=in_system)
     built, stable_text, failure = build_prompt(kept, core.deps.instructions)
     if failure is not None:
         core.degraded("prompt_builder", "plain concatenation", failure)
     dynamic = built.dynamic_text
-    return _Prompt(built, stable_text + (("\n\n" + dynamic) if dynamic else ""))
+    fixed = stable_text + (("\n\n" + dynamic) if dynamic else "")
+    if anchor is None:
+        return _Prompt(built, fixed)
+    return _Prompt(built, fixed + "\n\n" + ledger, anchor, ledger)
+
+
+def _summary_id(view: Sequence[Message]) -> str | None:
+    """The id of the view's latest summary message, if it has one."""
+    for message in reversed(view):
+        if any(isinstance(part, SummaryPart) for part in message.parts):
+            return message.id
+    return None
+
+
+def _with_ledger(view: list[Message], prompt: _Prompt) -> list[Message]:
+    """``view`` with the ledger sent as a part of the summary message it rides with (a copy:
+    the stored summary is unchanged)."""
+    if prompt.ledger_with is None:
+        return view
+    out = list(view)
+    for i in range(len(out) - 1, -1, -1):
+        if out[i].id == prompt.ledger_with:
+            message = out[i]
+            out[i] = replace(message, parts=(*message.parts, TextPart(prompt.ledger_text)))
+            break
+    return out
 
 
 def _tools_step(core: SessionCore, tools: Sequence[ToolSpec], engine_tools: bool) -> _Tools:
@@ -183,11 +245,18 @@ def _render_step(
     return request
 
 
-def _remember(core: SessionCore, request: PreparedRequest, repairs: RepairReport) -> None:
+def _remember(
+    core: SessionCore, request: PreparedRequest, repairs: RepairReport, ledger_text: str
+) -> None:
     """Keep what the next turn's usage report and cache plan are read against, and save it."""
     state = core.state
     state.last = request
-    state.last_unrepaired = list(core.view) if repairs else None
-    state.fixed_text = request.system_text + ("\n\n" + request.note if request.note else "")
+    # The view itself when what was sent differs from it (repaired, or the ledger added to the
+    # summary): usage reports are read against the view, which the ledger is not part of.
+    state.last_unrepaired = list(core.view) if repairs or ledger_text else None
+    # What the usage report covers besides the view: the system prompt, the ledger when it
+    # rode with the summary, the note.
+    extra = [t for t in (ledger_text, request.note) if t]
+    state.fixed_text = "\n\n".join([request.system_text, *extra])
     state.previous_tail = request.message_breakpoints[-1] if request.message_breakpoints else None
     core.save_state()

@@ -212,8 +212,13 @@ def _replay_once(
         if probes is None:
             probes = probes_for(transcript.messages)
         read_ref = _ref_reader(engine, session)
-        run.retention = check_retention(probes, session.view, read_ref)
-        run.failed_approaches = check_failed_approaches(failed, session.view, read_ref)
+        # What the model last read: the view and the system prompt it came with (the pins and
+        # the ledger are sections of it), as the peers' final views carry theirs.
+        last = session.last_request
+        system = [Message.system(last.system_text)] if last is not None else []
+        final = [*system, *session.view]
+        run.retention = check_retention(probes, final, read_ref)
+        run.failed_approaches = check_failed_approaches(failed, final, read_ref)
         run.final_tokens = engine.counter.count_messages(session.view)
         run.restarts = session.restarts
         return run
@@ -454,7 +459,10 @@ class _Replayer:
         items = self.grounding.items_at(index)
         if not items:
             return
-        view = [m for m in request.messages if m.role != "system"]
+        # The whole request: the system prompt carries the pins and the ledger (the peers' views
+        # are probed with their system prompt too).
+        system = [Message.system(request.system_text)] if request.system_text else []
+        view = [*system, *(m for m in request.messages if m.role != "system")]
         read_ref = _ref_reader(self.engine, self.session)
         self.run_record.grounding.add(items, ViewText.of(view, read_ref))
 
