@@ -9,8 +9,9 @@ carries the ``ref`` of the stored output it came from when ``read_result`` can r
 Everything here is a pure function of messages: :func:`ledger_items` reads them in order, and
 :meth:`Ledger.merged` keeps the newest items within :data:`MAX_ITEMS_PER_KIND` and
 :data:`MAX_LEDGER_TOKENS`. The engine refreshes a session's ledger only when a compaction or a
-mask batch changes the view (the request's prefix is broken then anyway) and renders it as a
-system prompt section of its own, next to the pins.
+mask batch changes the view (the request's prefix is broken then anyway) and sends it with the
+view's latest summary (a part of that message in the request, never in the stored summary), or
+as a system prompt section next to the pins before there is a summary.
 """
 
 from __future__ import annotations

@@ -73,10 +73,9 @@ def with_ledger(system: SystemPrompt, ledger_text: str) -> SystemPrompt:
     """``system`` with the artifact ledger as a cacheable section of its own, after the pins
     (unchanged when the ledger is empty, as it is until the first compaction).
 
-    Like the pins, the ledger stays out of the conversation so that no compaction can summarize
-    it away. Unlike them it changes, but only when a compaction or mask batch changed the view
-    (the prefix the provider cached is broken from the first edited message then, and usually
-    from the first message), so it adds no cache break of its own.
+    Used while the view has no summary to send the ledger with (``engine/_turn.py``): like the
+    pins, the ledger stays out of the conversation so that no compaction can summarize it away,
+    and it changes only when a compaction or mask batch changed the view.
     """
     return _with_section(system, LEDGER_SECTION, ledger_text)
 
