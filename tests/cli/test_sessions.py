@@ -186,7 +186,7 @@ def test_export_to_stdout_is_the_store_jsonl(populated_store: PopulatedStore) ->
     kinds = [r["kind"] for r in records]
     assert kinds.count("message") == 13
     assert kinds.count("edit") == 3
-    assert kinds.count("event") == 6
+    assert kinds.count("event") == 7  # 4 usage reports, a mask batch, a compaction, its settlement
 
 
 def test_export_to_file_can_be_counted(populated_store: PopulatedStore, tmp_path: Path) -> None:
