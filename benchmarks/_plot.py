@@ -1,11 +1,11 @@
 """The cost × grounding plot of the compaction benchmark, as a standalone SVG.
 
-One panel per window; in each, one point per method: input cost with summary calls priced (x)
-against the share of what the agent used next that the view held (y). Our presets are filled,
-peers hollow, baselines hollow squares; each point carries a number, and the legend under the
-panels names it. A method that sent requests over the window is drawn in red: its cost is not
-comparable (the provider would have refused them). Plain strings, no plotting library: the file
-must render on GitHub and offline.
+One panel per window; in each, one point per method: input cost with summary calls priced (x,
+log scale) against the share of what the agent used next that the view held (y). Our presets
+are filled, peers hollow, baselines hollow squares; each point carries a number, and the legend
+under the panels names it. A method that sent requests over the window is drawn in red: its
+cost is not comparable (the provider would have refused them). Plain strings, no plotting
+library: the file must render on GitHub and offline.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ OURS = "#2563eb"
 PEER = "#d97706"
 BASELINE = "#6b7280"
 OVER = "#dc2626"
+COST_TICKS = (1, 2, 5, 10, 20, 30, 40, 50, 60, 70, 80, 100, 120, 150, 200, 300, 500, 1000)
+"""Dollar ticks of the (log) cost axis; those inside a panel's range are drawn."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +59,12 @@ def _panel(points: Sequence[PlotPoint], numbers: dict[str, int], left: float, ti
     low_g, high_g = max(0.0, min(grounded) - 0.05), min(1.0, max(grounded) + 0.03)
     inner_w, inner_h = PANEL_WIDTH - MARGIN - 16, PANEL_HEIGHT - MARGIN - 28
 
+    # Log scale: a method that costs three times as much stays on the chart without squeezing
+    # the others into a corner.
+    span = math.log(high_cost) - math.log(low_cost)
+
     def x(cost: float) -> float:
-        return left + MARGIN + (cost - low_cost) / (high_cost - low_cost) * inner_w
+        return left + MARGIN + (math.log(cost) - math.log(low_cost)) / span * inner_w
 
     def y(share: float) -> float:
         return 28 + inner_h - (share - low_g) / (high_g - low_g) * inner_h
@@ -69,7 +75,7 @@ def _panel(points: Sequence[PlotPoint], numbers: dict[str, int], left: float, ti
         f'<rect x="{left + MARGIN}" y="28" width="{inner_w}" height="{inner_h}" fill="none" '
         'stroke="#d1d5db"/>',
     ]
-    for tick in _ticks(low_cost, high_cost):
+    for tick in COST_TICKS:
         if low_cost <= tick <= high_cost:
             parts.append(
                 f'<text x="{x(tick):.1f}" y="{28 + inner_h + 14}" text-anchor="middle" '

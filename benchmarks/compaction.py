@@ -909,6 +909,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "prefix_reuse": round(p.reuse, 4),
                 "cost_anthropic": round(p.cost_anthropic, 2),
                 "cost_openai": round(p.cost_openai, 2),
+                "cost_with_summaries": round(p.cost_with_summaries, 2),
                 "compactions": p.compactions,
                 "retention": p.retention(),
                 "grounding_points": p.grounding.points,
