@@ -49,6 +49,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "contextfold.budget",
             "contextfold.pins",
             "contextfold._digests",
+            "contextfold._message_texts",
             "contextfold.config",
             "contextfold.events",  # its sinks write redacted, private files
         ),

@@ -23,20 +23,17 @@ messages, so the same compaction always gets the same report.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from contextfold._message_texts import part_texts
 from contextfold.compaction._facts import extract_facts
 from contextfold.events import LossReported
 from contextfold.ledger import Ledger, LedgerItem, ledger_items, output_ref, visible_refs
 from contextfold.messages import (
     Message,
     SummaryPart,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolResultPart,
 )
 from contextfold.redaction import redact_text
 
@@ -309,29 +306,8 @@ def _view_text(messages: Iterable[Message]) -> tuple[str, str]:
             if isinstance(part, SummaryPart):
                 summaries.append(part.text)
             else:
-                (summaries if summary else ordinary).extend(_part_texts(part))
+                (summaries if summary else ordinary).extend(part_texts(part))
     return _normalize("\n".join(ordinary)), _normalize("\n".join(summaries))
-
-
-def _part_texts(part: object) -> Iterator[str]:
-    if isinstance(part, TextPart | ThinkingPart):
-        yield part.text
-    elif isinstance(part, ToolCallPart):
-        yield part.arguments
-        yield from _strings(part.args())  # a command inside JSON has its quotes escaped
-    elif isinstance(part, ToolResultPart):
-        yield part.content
-
-
-def _strings(value: object) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
 
 
 def _path_needles(path: str) -> tuple[str, ...]:

@@ -30,16 +30,12 @@ from typing import Any, Literal, TypeAlias
 
 from contextfold._blobs import REF_PATTERN
 from contextfold._harness_notes import typed_text
+from contextfold._message_texts import part_texts
 from contextfold.compaction._facts import extract_facts
 from contextfold.formats.transcript import Transcript
 from contextfold.messages import (
     Message,
     MessageKind,
-    SummaryPart,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolResultPart,
 )
 
 __all__ = [
@@ -297,25 +293,7 @@ def message_texts(message: Message) -> Iterable[str]:
         if typed != message.text:
             yield typed
     for part in message.parts:
-        if isinstance(part, TextPart | SummaryPart | ThinkingPart):
-            yield part.text
-        elif isinstance(part, ToolCallPart):
-            yield part.arguments
-            # The decoded values too: a command quoted inside JSON has its quotes escaped.
-            yield from _strings(part.args())
-        elif isinstance(part, ToolResultPart):
-            yield part.content
-
-
-def _strings(value: object) -> Iterable[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
+        yield from part_texts(part)
 
 
 def original_view(transcript: Transcript) -> list[Message] | None:
