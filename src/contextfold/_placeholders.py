@@ -28,6 +28,7 @@ from contextfold.messages import ToolCallPart, ToolResultPart
 from contextfold.redaction import redact_text
 
 __all__ = [
+    "PATH_KEYS",
     "PLACEHOLDER_MAX_CHARS",
     "SNIPPET_CHARS",
     "ToolKind",
@@ -143,7 +144,7 @@ _EDITOR_TOOLS = frozenset(
     {"str_replace_editor", "str_replace_based_edit_tool", "text_editor", "editor", "file_editor"}
 )
 
-_PATH_KEYS = (
+PATH_KEYS = (
     "file_path",
     "path",
     "filepath",
@@ -155,6 +156,7 @@ _PATH_KEYS = (
     "relative_path",
     "uri",
 )
+"""Argument names that hold the file a tool call works on, across agents' tools."""
 _COMMAND_KEYS = ("command", "cmd", "script", "code", "input", "commands")
 _PATTERN_KEYS = ("pattern", "query", "regex", "glob", "search", "q", "search_term", "name")
 
@@ -281,7 +283,7 @@ def _describe(result: ToolResultPart, call: ToolCallPart | None) -> str:
     count = _plural(len(lines), "line")
     failed = " (error)" if result.is_error else ""
     if kind == "read":
-        path = _snippet(_first_arg(args, _PATH_KEYS) or "?", SNIPPET_CHARS)
+        path = _snippet(_first_arg(args, PATH_KEYS) or "?", SNIPPET_CHARS)
         first = _snippet(_first_line(lines, strip_numbers=True))
         return f'{name} {path}{failed}: {count}, first: "{first}"'
     if kind == "shell":
@@ -294,11 +296,11 @@ def _describe(result: ToolResultPart, call: ToolCallPart | None) -> str:
         pattern = _snippet(_first_arg(args, _PATTERN_KEYS) or "?", SNIPPET_CHARS)
         return f'{name} "{pattern}"{failed}: {_plural(_hits(lines), "hit")}'
     if kind == "list":
-        path = _snippet(_first_arg(args, _PATH_KEYS) or ".", SNIPPET_CHARS)
+        path = _snippet(_first_arg(args, PATH_KEYS) or ".", SNIPPET_CHARS)
         entries = _hits(lines)
         return f"{name} {path}{failed}: {entries} {'entry' if entries == 1 else 'entries'}"
     if kind == "edit":
-        path = _snippet(_first_arg(args, _PATH_KEYS) or "?", SNIPPET_CHARS)
+        path = _snippet(_first_arg(args, PATH_KEYS) or "?", SNIPPET_CHARS)
         return f'{name} {path}{failed}: "{_snippet(_first_line(lines))}"'
     first = _snippet(_first_line(lines))
     return f'{name}{failed}: {_size(result.content)}, {count}, first: "{first}"'

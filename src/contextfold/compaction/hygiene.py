@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contextfold._graphemes import floor_boundary
-from contextfold._placeholders import superseded_placeholder
+from contextfold._placeholders import PATH_KEYS, superseded_placeholder
 from contextfold.compaction._context import CompactionContext
 from contextfold.compaction._facts import ToolAction, tool_actions
 from contextfold.compaction._results import ResultSlot, is_placeholder, result_slots
@@ -81,17 +81,6 @@ RESTORE_MIN_FILE_TOKENS = 100
 FILE_RESTORE_FLAG = "file_restore"
 """``Meta.flags`` marker of the note holding restored files (its kind is ``context_note``)."""
 
-_PATH_KEYS = (
-    "file_path",
-    "path",
-    "filepath",
-    "filename",
-    "file",
-    "target_file",
-    "absolute_path",
-    "notebook_path",
-    "relative_path",
-)
 _CONTENT_KEYS = ("content", "file_text", "contents", "text")
 """Arguments that hold a whole file's new content in a write (Write, write_file, create)."""
 _WHOLE_FILE_READERS = frozenset({"cat", "nl"})
@@ -195,7 +184,7 @@ def _span(call: ToolCallPart) -> str | None:
     if command is not None:
         return None if _reads_whole_file(command) else " ".join(command.split())
     args = call.args()
-    rest = {k: v for k, v in args.items() if k not in _PATH_KEYS}
+    rest = {k: v for k, v in args.items() if k not in PATH_KEYS}
     if rest.get("command") == "view":
         del rest["command"]
     if not rest:
