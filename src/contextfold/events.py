@@ -155,7 +155,8 @@ class CompactionFinished(Event):
     expected_saving_usd: float | None = None
     """What the edit was expected to save in input cost over the turns the session is
     expected to have left, prompt-cache prices applied (negative: an edit the window forced
-    although it costs more); ``None`` when the engine had no price to go on.
+    although it costs more); ``None`` in events recorded before the cost schedule. A model
+    with no known price is priced nominally (:class:`CompactionSettled` says so).
     :class:`CompactionSettled` later says what it came to."""
     horizon_requests: int = 0
     """How many requests that expectation looked ahead."""
