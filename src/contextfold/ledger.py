@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal, TypeAlias
 
 from contextfold._blobs import REF_PATTERN, blob_info
@@ -71,6 +72,8 @@ MAX_LEDGER_WINDOW_SHARE = 0.04
 MAX_ITEM_CHARS = 160
 """Characters one item keeps (a command is its first line, cut here)."""
 
+IDENTIFIER_CACHE_TEXTS = 4_096
+"""Texts whose identifiers (and clipped items) are kept between compactions."""
 MAX_IDENTIFIERS_PER_MESSAGE = 8
 """Identifiers taken from one message: a listing full of hashes must not fill the ledger."""
 
@@ -315,18 +318,34 @@ def _identifiers(message: Message, ref_of: _RefOf) -> Iterator[LedgerItem]:
             text, ref = part.arguments, None
         else:
             continue
-        # Identifiers are read from the redacted text: lifted out of its line, a secret loses
-        # the context (``TOKEN=``...) by which the store's redactor would know it.
-        for match in _IDENTIFIER.finditer(redact_text(text) if might_hold_secret(text) else text):
-            found = match.group(0).rstrip(_TRAILING)
-            if REF_PATTERN.fullmatch(found) or redact_text(found) != found:
-                continue
-            yield LedgerItem("identifier", _clip(found), ref)
+        for found in _text_identifiers(text):
+            yield LedgerItem("identifier", found, ref)
             taken += 1
             if taken >= MAX_IDENTIFIERS_PER_MESSAGE:
                 return
 
 
+@lru_cache(maxsize=IDENTIFIER_CACHE_TEXTS)
+def _text_identifiers(text: str) -> tuple[str, ...]:
+    """The identifiers in one text, clipped, at most :data:`MAX_IDENTIFIERS_PER_MESSAGE`.
+
+    Cached by text: every compaction reads the whole view again, and the same outputs (the
+    same string objects, whose hash Python keeps) are scanned each time otherwise.
+    """
+    # Identifiers are read from the redacted text: lifted out of its line, a secret loses
+    # the context (``TOKEN=``...) by which the store's redactor would know it.
+    found: list[str] = []
+    for match in _IDENTIFIER.finditer(redact_text(text) if might_hold_secret(text) else text):
+        word = match.group(0).rstrip(_TRAILING)
+        if REF_PATTERN.fullmatch(word) or redact_text(word) != word:
+            continue
+        found.append(_clip(word))
+        if len(found) >= MAX_IDENTIFIERS_PER_MESSAGE:
+            break
+    return tuple(found)
+
+
+@lru_cache(maxsize=IDENTIFIER_CACHE_TEXTS)
 def _clip(text: str) -> str:
     text = " ".join(redact_text(text).split())  # redacted before any cut, for the same reason
     return text if len(text) <= MAX_ITEM_CHARS else text[: MAX_ITEM_CHARS - 1].rstrip() + "…"

@@ -51,6 +51,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from contextfold._secret_rules import (
@@ -149,12 +150,30 @@ SHORTEST_SECRET_TEXT = 8
 without a scan (JSON values are mostly short strings)."""
 
 
+CACHED_TEXT_CHARS = 1_000
+"""Texts up to this long are redacted once and remembered (:data:`CACHED_TEXTS` of them): the
+same short strings (a session's ledger items, pins, titles) pass the redactor every time its
+state is saved."""
+CACHED_TEXTS = 4_096
+
+
 def redact_text(text: str) -> str:
     """``text`` with every recognised secret replaced by a ``[REDACTED:<kind>]`` marker."""
     if len(text) < SHORTEST_SECRET_TEXT:
         return text
+    if len(text) <= CACHED_TEXT_CHARS:
+        return _redact_short(text)
+    return _redact(text)
+
+
+def _redact(text: str) -> str:
     spans = _secret_spans(text)
     return _replace(text, spans) if spans else text
+
+
+@lru_cache(maxsize=CACHED_TEXTS)
+def _redact_short(text: str) -> str:
+    return _redact(text)
 
 
 def redact_json(value: Any, serialized: str | None = None) -> Any:

@@ -171,7 +171,7 @@ def _long_session(
 def test_the_schedule_compacts_before_the_threshold_and_settles_what_it_expected(
     make_engine: EngineFactory,
 ) -> None:
-    events, window = _long_session(make_engine, ContextPolicy(background=False))
+    events, window = _long_session(make_engine, ContextPolicy(background=False), turns=250)
     finished = [e for e in events if isinstance(e, CompactionFinished)]
     early = [e for e in finished if e.trigger == "cost"]
     assert early, [e.trigger for e in finished]

@@ -310,6 +310,9 @@ class PaceTracker:
     """Size of the latest request as sent."""
     last_at: float | None = None
     """When the latest request was prepared (the clock of its newest message, when it has one)."""
+    recheck_at: int | None = None
+    """Below this size (and while the cache is warm), compacting early was last found not to
+    pay: the schedule does not ask again."""
     settlement: Settlement | None = None
 
     @property

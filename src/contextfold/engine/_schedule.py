@@ -36,6 +36,10 @@ EARLY_MARGIN = 0.25
 """An early compaction must be expected to save at least this share of what one compaction
 costs: the play-forward's floor and pace are estimates, and a compaction that only breaks even
 on paper costs more in practice (measured on the replay corpus, benchmarks/RESULTS.md)."""
+RECHECK_SHARE = 0.02
+"""After a "no", the question is asked again once the view grew by this share of the window
+(or the cache went cold): asked every turn, it cost a couple of milliseconds a turn, and a
+turn's growth rarely changes the answer."""
 SUMMARY_TOKENS_GUESS = 1_000
 """What a summary is expected to take, before the session's first summary shows its size."""
 
@@ -92,20 +96,29 @@ def compacts_early(core: SessionCore, m: Measurement) -> bool:
         return False
     if m.fraction < policy.compact_from or core.deps.compactor.restart is not None:
         return False
+    pace = core.state.pace
+    warm = pace.warm(now(core.view), policy.cache_ttl_seconds)
+    if warm and pace.recheck_at is not None and m.tokens < pace.recheck_at:
+        return False  # answered "no" lately, and the view has hardly grown since
+    recheck = m.tokens + int(RECHECK_SHARE * m.effective_window)
     plan = _plan(core, m)
     if m.tokens - plan.floor < policy.thresholds.min_progress * m.effective_window:
+        pace.recheck_at = recheck
         return False  # it would free less than a compaction must: not worth a cache break
-    pace, cache = core.state.pace, prices(core)
+    cache = prices(core)
     saving = early_compaction_saving(
         tokens=m.tokens,
         kept_prefix=m.fixed_tokens,
-        warm=pace.warm(now(core.view), policy.cache_ttl_seconds),
+        warm=warm,
         pace=pace.pace,
         plan=plan,
         prices=cache,
     )
     one = cache.summary(m.tokens - plan.floor + plan.summary) + cache.request(plan.floor, 0)
-    return saving > EARLY_MARGIN * one
+    if saving > EARLY_MARGIN * one:
+        return True
+    pace.recheck_at = recheck
+    return False
 
 
 def expectation(
@@ -117,6 +130,7 @@ def expectation(
     pace = core.state.pace
     plan = _plan(core, m)
     summary_tokens = max(0, m.tokens - after) + plan.summary if result.summary is not None else 0
+    pace.recheck_at = None  # a new view: the next turn asks again
     warm = pace.warm(now(core.view), policy.cache_ttl_seconds)
     kept = m.fixed_tokens  # the old view is gone: a compaction is taken as changing it early
     saving = edit_saving(
