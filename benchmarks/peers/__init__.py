@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -42,7 +43,9 @@ class Peer:
     make: MakePeer
 
 
+@cache
 def _load() -> tuple[tuple[Peer, ...], tuple[str, ...]]:
+    """Each peer module imported once (the registry is asked for names in every table)."""
     peers: list[Peer] = []
     missing: list[str] = []
     for module_name in PEER_MODULES:
