@@ -68,11 +68,8 @@ from typing import Any, Literal, Protocol
 
 from contextfold.budget import ContextBudget
 from contextfold.compaction.summary import StructuredSummary
-from contextfold.formats import Transcript, to_anthropic, to_openai
-from contextfold.formats.anthropic import tools_to_anthropic
-from contextfold.formats.openai import tools_to_openai
 from contextfold.messages import Message, Meta, TextPart, ToolCallPart
-from contextfold.models import ModelInfo
+from contextfold.model_registry import ModelInfo
 from contextfold.replay import (
     EditMark,
     Probe,
@@ -90,8 +87,12 @@ from contextfold.replay.grounding import (
     failed_approaches,
 )
 from contextfold.replay.probes import SUMMARY_KINDS, ViewText
-from contextfold.tokens import TokenCounter
+from contextfold.tokens.counters import TokenCounter
 from contextfold.tool_spec import ToolSpec
+from contextfold.transcripts import Transcript
+from contextfold.wire import to_anthropic, to_openai
+from contextfold.wire.anthropic import tools_to_anthropic
+from contextfold.wire.chat_completions import tools_to_openai
 
 __all__ = [
     "BASELINE_CODEX",

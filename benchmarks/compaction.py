@@ -80,7 +80,6 @@ from contextfold.budget import ContextBudget
 from contextfold.compaction import PresetName, RecentWindow
 from contextfold.compaction.pipeline import preset_named
 from contextfold.engine import ContextPolicy
-from contextfold.formats import Transcript, load_transcripts
 from contextfold.replay import (
     ANTHROPIC_PRICE_MODEL,
     DEFAULT_PRESETS,
@@ -101,7 +100,8 @@ from contextfold.replay.grounding import (
 )
 from contextfold.replay.probes import PROBE_KINDS, STATUSES, SUMMARY_KINDS, Status
 from contextfold.store import SQLiteVersionWarning
-from contextfold.tokens import counter_for
+from contextfold.tokens.counters import counter_for
+from contextfold.transcripts import Transcript, load_transcripts
 
 WINDOWS = (32_000, 128_000)
 DEFAULT_PRESET = "mask-first"

@@ -124,7 +124,7 @@ def corpus_turns() -> tuple[list[Turn], str]:
     """Turns from the DeepSeek trajectories, or synthetic ones; and where they came from."""
     folder = TRAJECTORIES / "mini-swe-agent-deepseek"
     if folder.exists():
-        from contextfold.formats import iter_transcripts
+        from contextfold.transcripts import iter_transcripts
 
         turns: list[Turn] = []
         for transcript in iter_transcripts(folder):

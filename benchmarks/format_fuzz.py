@@ -45,8 +45,11 @@ from benchmarks._results import (
     should_write,
     write_section,
 )
-from contextfold._exceptions import FormatError, UnknownFormatError
-from contextfold.formats import (
+from contextfold.errors import FormatError, UnknownFormatError
+from contextfold.messages import Message, Meta, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from contextfold.messages import Usage as _Usage
+from contextfold.tokens.counters import HeuristicCounter, TiktokenCounter
+from contextfold.transcripts import (
     SUPPORTED_FORMATS,
     load_chat,
     load_claude_code,
@@ -54,13 +57,10 @@ from contextfold.formats import (
     load_mini_swe_agent,
     load_tau_bench,
     load_transcripts,
-    to_openai,
 )
-from contextfold.formats._common import read_source
-from contextfold.formats.generic import contextfold_from_source
-from contextfold.messages import Message, Meta, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from contextfold.messages import Usage as _Usage
-from contextfold.tokens import HeuristicCounter, TiktokenCounter
+from contextfold.transcripts._files import read_source
+from contextfold.transcripts.generic import contextfold_from_source
+from contextfold.wire import to_openai
 from tests.formats import writers
 
 RUNS = 30_000

@@ -65,14 +65,14 @@ from benchmarks._results import (
 from benchmarks.baselines import wire_segments
 from contextfold import ContextEngine, ContextPolicy, model_for_window
 from contextfold.engine import Session
-from contextfold.formats import load_transcript
 from contextfold.messages import Message, TextPart, ToolCallPart
 from contextfold.replay.cache import PrefixMeter
 from contextfold.replay.driver import MeteredSummarizer, _ref_reader
 from contextfold.replay.probes import Probe, Retention, check_retention, probes_for
 from contextfold.store import SQLiteStore
-from contextfold.tokens import TiktokenCounter, TokenCounter
+from contextfold.tokens.counters import TiktokenCounter, TokenCounter
 from contextfold.tool_spec import ToolSpec
+from contextfold.transcripts import load_transcript
 
 WINDOW = 32_000
 MAX_CALLS = 60

@@ -47,8 +47,9 @@ from benchmarks._results import (
 )
 from benchmarks.token_accuracy import BASH_TOOL
 from contextfold import ContextEngine, ContextPolicy, ModelInfo, PreparedRequest, Usage
-from contextfold.formats import load_transcript, to_openai
 from contextfold.providers import OpenAIChat
+from contextfold.transcripts import load_transcript
+from contextfold.wire import to_openai
 
 WINDOW = 8_192
 """The server's context and the engine's window: small enough that the engine compacts."""

@@ -45,12 +45,12 @@ from benchmarks._results import (
     timings,
     write_section,
 )
-from contextfold.formats import Transcript, iter_transcripts
+from contextfold.history.repair import repair
 from contextfold.messages import Message, ToolResultPart
-from contextfold.normalize import repair
-from contextfold.outputs import InMemoryBlobStore, OutputLimits, prepare_tool_output
-from contextfold.outputs import truncate_head_tail as truncate
-from contextfold.tokens import TiktokenCounter
+from contextfold.outputs.intake import InMemoryBlobStore, OutputLimits, prepare_tool_output
+from contextfold.outputs.intake import truncate_head_tail as truncate
+from contextfold.tokens.counters import TiktokenCounter
+from contextfold.transcripts import Transcript, iter_transcripts
 
 MIB = 1024 * 1024
 TRUNCATE_TARGET_MS = 0.05

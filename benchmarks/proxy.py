@@ -59,11 +59,12 @@ from benchmarks._results import (
     timings,
     write_section,
 )
-from contextfold.formats import load_transcript, to_anthropic
-from contextfold.formats.anthropic import tools_to_anthropic
 from contextfold.messages import Message, TextPart, ToolCallPart
 from contextfold.proxy import ProxyConfig, create_app
 from contextfold.store import open_store
+from contextfold.transcripts import load_transcript
+from contextfold.wire import to_anthropic
+from contextfold.wire.anthropic import tools_to_anthropic
 from tests.proxy.servers import serve
 from tests.proxy.upstreams import (
     Protocol,

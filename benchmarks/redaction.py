@@ -1,5 +1,5 @@
 """Secret redaction: recall on a generated corpus, false positives on ordinary text, cost per MB;
-ours (:mod:`contextfold.redaction`) beside ``detect-secrets`` in the same run.
+ours (:mod:`contextfold.redaction.redactor`) beside ``detect-secrets`` in the same run.
 
 - corpus: :mod:`benchmarks.secret_corpus` generates samples of every secret format it knows
   (113: vendor tokens, AWS credentials files and session tokens, database URLs, ``.env`` lines,
@@ -50,7 +50,7 @@ from benchmarks._results import (
 )
 from benchmarks.ordinary_texts import ORDINARY_COUNT, ordinary_texts
 from benchmarks.secret_corpus import FORMATS, SecretSample, every_secret, leaks, secret_samples
-from contextfold.redaction import redact_text
+from contextfold.redaction.redactor import redact_text
 
 RECALL_TARGET = 0.98
 FALSE_POSITIVES_ALLOWED = 1
@@ -140,7 +140,7 @@ def _secret_lines(sample: SecretSample, value: str) -> set[int]:
 
 
 def measure_ours(samples: list[SecretSample], ordinary: list[str]) -> Measured:
-    result = Measured("contextfold.redaction")
+    result = Measured("contextfold.redaction.redactor")
     outputs = {id(s): redact_text(s.text) for s in samples}
     for sample, secret in every_secret(samples):
         result.secrets += 1

@@ -21,8 +21,8 @@ from functools import partial
 
 from benchmarks._results import markdown_table, timings
 from contextfold import ContextEngine, ContextPolicy, Message, ToolCallPart, model_for_window
+from contextfold.history.repair import repair
 from contextfold.messages import Usage
-from contextfold.normalize import repair
 
 SIZES = (1_000, 3_000)
 QUICK_SIZES = (300,)

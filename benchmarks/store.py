@@ -50,7 +50,7 @@ from benchmarks._results import (
 from contextfold.edits import SummarizeEdit
 from contextfold.messages import Message, Meta, SummaryPart, TextPart, ToolCallPart, ToolResultPart
 from contextfold.store import SessionStore, SQLiteVersionWarning, open_store
-from contextfold.store._replay import replay
+from contextfold.store.view_rebuild import replay
 
 POSTGRES_ENVS = ("CONTEXTFOLD_BENCH_POSTGRES_URL", "CONTEXTFOLD_TEST_POSTGRES_URL")
 BATCH = 100

@@ -4,11 +4,13 @@ For every assistant turn of the DeepSeek mini-swe-agent trajectories in ../share
 that produced it (every earlier message, plus the bash tool definition mini-swe-agent sends) is
 estimated by each method, and compared with the turn's real ``usage.prompt_tokens``:
 
-- heuristic: :class:`~contextfold.tokens.HeuristicCounter` with DeepSeek's measured template and
+- heuristic: :class:`~contextfold.tokens.counters.HeuristicCounter` with DeepSeek's measured
+template and
   scale (what contextfold falls back to without a tokenizer);
 - tiktoken: ``counter_for("deepseek-chat")``, o200k_base scaled for DeepSeek;
 - tiktoken raw: exact o200k_base with OpenAI's framing, no family scale;
-- anchored: :class:`~contextfold.estimator.ContextSizeEstimator` as the engine uses it: the previous
+- anchored: :class:`~contextfold.tokens.estimator.ContextSizeEstimator` as the engine uses it: the
+previous
   turn's reported prompt + completion, plus the calibrated estimate of what was added since
   (the first turn of each trajectory has no report yet and is a full estimate);
 - langchain: ``langchain_core.messages.utils.count_tokens_approximately`` (chars/4 and 3 tokens
@@ -38,17 +40,18 @@ from benchmarks._results import (
     target,
     write_section,
 )
-from contextfold.estimator import ContextSizeEstimator
-from contextfold.formats import load_transcript, to_openai
 from contextfold.messages import Message
-from contextfold.tokens import (
+from contextfold.tokens.counters import (
     TOKENIZER_SCALES,
     HeuristicCounter,
     TiktokenCounter,
     TokenCounter,
     counter_for,
 )
+from contextfold.tokens.estimator import ContextSizeEstimator
 from contextfold.tool_spec import ToolSpec
+from contextfold.transcripts import load_transcript
+from contextfold.wire import to_openai
 
 # mini-swe-agent's tool-calling models send one tool; its trajectories do not record it, but the
 # provider's prompt_tokens include it, so the benchmark restates it.

@@ -8,12 +8,12 @@ from benchmarks.baselines import (
     OpenHandsLikeBaseline,
     replay_method,
 )
-from contextfold.formats import Transcript
+from contextfold.history.repair import validate
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
-from contextfold.models import ModelInfo
-from contextfold.normalize import validate
+from contextfold.model_registry import ModelInfo
 from contextfold.replay.probes import SUMMARY_KINDS
-from contextfold.tokens import HeuristicCounter
+from contextfold.tokens.counters import HeuristicCounter
+from contextfold.transcripts import Transcript
 
 TASK = "Fix the failing date parser in utils/dates.py"
 

@@ -17,14 +17,14 @@ pytest.importorskip("langchain")
 from benchmarks.baselines import Compaction, method_labels, other_methods, replay_method
 from benchmarks.peers.deepagents_peer import PEER_DEEPAGENTS, DeepAgentsPeer
 from benchmarks.peers.langchain_editing import PEER_CONTEXT_EDITING, ContextEditingPeer
-from contextfold.formats import Transcript, load_transcripts
+from contextfold.history.repair import validate
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
-from contextfold.models import ModelInfo
-from contextfold.normalize import validate
+from contextfold.model_registry import ModelInfo
 from contextfold.replay import probes_for
 from contextfold.replay.probes import SUMMARY_KINDS
-from contextfold.tokens import HeuristicCounter, counter_for
+from contextfold.tokens.counters import HeuristicCounter, counter_for
 from contextfold.tool_spec import ToolSpec
+from contextfold.transcripts import Transcript, load_transcripts
 from tests.conftest import shared_path
 
 TASK = "Fix the failing date parser in utils/dates.py"

@@ -19,12 +19,12 @@ from benchmarks.peers.openai_agents_peer import (
     CompactionSessionPeer,
     ToolOutputTrimmerPeer,
 )
-from contextfold.formats import load_transcripts
+from contextfold.history.repair import repair, validate
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
-from contextfold.models import ModelInfo
-from contextfold.normalize import repair, validate
+from contextfold.model_registry import ModelInfo
 from contextfold.replay.probes import SUMMARY_KINDS
-from contextfold.tokens import HeuristicCounter
+from contextfold.tokens.counters import HeuristicCounter
+from contextfold.transcripts import load_transcripts
 from tests.conftest import shared_path
 
 NAMES = (PEER_TOOL_OUTPUT_TRIMMER, PEER_COMPACTION_SESSION)

@@ -15,13 +15,13 @@ from benchmarks.peers.pydantic_ai_harness_peer import (
     HarnessPeer,
     transcript_messages,
 )
-from contextfold.formats import Transcript, load_transcripts
+from contextfold.history.repair import repair, validate
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
-from contextfold.models import ModelInfo
-from contextfold.normalize import repair, validate
+from contextfold.model_registry import ModelInfo
 from contextfold.replay.probes import SUMMARY_KINDS
-from contextfold.tokens import HeuristicCounter
+from contextfold.tokens.counters import HeuristicCounter
 from contextfold.tool_spec import ToolSpec
+from contextfold.transcripts import Transcript, load_transcripts
 from tests.conftest import shared_path
 
 NAMES = (PEER_HARNESS_CLEAR, PEER_HARNESS_SUMMARIZING, PEER_HARNESS_TIERED)

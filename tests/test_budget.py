@@ -12,7 +12,7 @@ from contextfold.budget import (
     Zone,
     reserved_output_tokens,
 )
-from contextfold.models import ModelInfo, default_registry
+from contextfold.model_registry import ModelInfo, default_registry
 
 
 def test_defaults_are_the_design_values() -> None:

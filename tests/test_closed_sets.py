@@ -18,9 +18,9 @@ from contextfold.compaction import (
 )
 from contextfold.config import SETTINGS
 from contextfold.events import CompactionStarted, Trigger, event_from_dict
+from contextfold.history.repair import history_rules_for, repair, validate
 from contextfold.messages import MESSAGE_KINDS, Message, Meta
-from contextfold.models import PROVIDERS, ModelInfo, ModelRegistry, Provider, provider_named
-from contextfold.normalize import history_rules_for, repair, validate
+from contextfold.model_registry import PROVIDERS, ModelInfo, ModelRegistry, Provider, provider_named
 
 
 def test_only_openais_own_api_gets_the_lenient_history_rules() -> None:

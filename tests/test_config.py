@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from contextfold._exceptions import ConfigError
 from contextfold.config import load_settings
+from contextfold.errors import ConfigError
 
 
 def _write(path: Path, text: str) -> Path:

@@ -26,8 +26,8 @@ from contextfold import (
     model_for_window,
     validate,
 )
-from contextfold._blobs import REF_PATTERN
 from contextfold.events import MemorySink
+from contextfold.outputs.blobs import REF_PATTERN
 from contextfold.providers import ChatRequest
 
 WINDOW = 16_000
@@ -147,7 +147,7 @@ def test_resume_in_a_new_process_gives_the_identical_next_request(
         f"""
         import json, sys
         from contextfold import ContextEngine, ContextPolicy, model_for_window
-        from contextfold.formats.anthropic import to_anthropic
+        from contextfold.wire.anthropic import to_anthropic
         engine = ContextEngine(model_for_window({WINDOW}, max_output_tokens=2_000),
                                store={str(path)!r}, policy=ContextPolicy(background=False))
         session = engine.resume({session.id!r})

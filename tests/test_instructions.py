@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextfold import _paths
-from contextfold._exceptions import ConfigError
-from contextfold.instructions import (
+from contextfold import paths as _paths
+from contextfold.errors import ConfigError
+from contextfold.prompt.instructions import (
     DEFAULT_MAX_BYTES,
     PROJECT_ROOT_MARKERS,
     InstructionsLoader,

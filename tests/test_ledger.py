@@ -3,8 +3,9 @@ verbatim, bounded, newest kept, each with the ref its output can be read back wi
 
 from __future__ import annotations
 
-from contextfold._blobs import blob_info
-from contextfold.ledger import (
+from contextfold.messages import Message, Meta, SummaryPart, ToolCallPart, ToolResultPart
+from contextfold.outputs.blobs import blob_info
+from contextfold.retention.ledger import (
     LEDGER_HEADER,
     MAX_ITEM_CHARS,
     MAX_ITEMS_PER_KIND,
@@ -15,7 +16,6 @@ from contextfold.ledger import (
     token_budget,
     visible_refs,
 )
-from contextfold.messages import Message, Meta, SummaryPart, ToolCallPart, ToolResultPart
 
 
 def _call(call_id: str, name: str, **args: object) -> Message:

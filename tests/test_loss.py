@@ -3,10 +3,16 @@ can still be read — in a summary, a pin, the ledger, behind a ref, or nowhere.
 
 from __future__ import annotations
 
-from contextfold._blobs import blob_info
-from contextfold.ledger import Ledger, LedgerItem
-from contextfold.loss import MAX_LISTED_ITEMS, LossItem, LossReport, loss_report, probes_of
 from contextfold.messages import Message, Meta, SummaryPart, ToolCallPart, ToolResultPart
+from contextfold.outputs.blobs import blob_info
+from contextfold.retention.ledger import Ledger, LedgerItem
+from contextfold.retention.loss import (
+    MAX_LISTED_ITEMS,
+    LossItem,
+    LossReport,
+    loss_report,
+    probes_of,
+)
 
 TASK = "Fix the crash in the parser when the input is empty."
 CONSTRAINT = "Never change the public API of the parser."

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextfold import ConfigError, UnknownModelError, Usage
-from contextfold.models import ModelInfo, ModelRegistry, default_registry, model_for_window
+from contextfold.model_registry import ModelInfo, ModelRegistry, default_registry, model_for_window
 
 
 @pytest.fixture

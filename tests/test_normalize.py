@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold import HistoryError
-from contextfold.formats import Transcript, iter_transcripts, to_anthropic, to_openai
+from contextfold.history.repair import ABORTED_RESULT_TEXT, LEADING_USER_TEXT, repair, validate
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -26,7 +26,8 @@ from contextfold.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from contextfold.normalize import ABORTED_RESULT_TEXT, LEADING_USER_TEXT, repair, validate
+from contextfold.transcripts import Transcript, iter_transcripts
+from contextfold.wire import to_anthropic, to_openai
 from tests.conftest import shared_path
 
 # --------------------------------------------------------------------------------------------------

@@ -12,12 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextfold import ConfigError, RefNotFoundError
-from contextfold._blobs import REF_PATTERN
-from contextfold._error_lines import MAX_ERROR_CHARS
-from contextfold._placeholders import PLACEHOLDER_ERROR_CHARS
 from contextfold.events import ComponentDegraded, OutputOffloaded, OutputTruncated
 from contextfold.messages import ToolCallPart, ToolResultPart
-from contextfold.outputs import (
+from contextfold.outputs.blobs import REF_PATTERN
+from contextfold.outputs.error_lines import MAX_ERROR_CHARS
+from contextfold.outputs.intake import (
     PLACEHOLDER_MAX_CHARS,
     BlobStore,
     FileBlobStore,
@@ -30,7 +29,8 @@ from contextfold.outputs import (
     tool_kind,
     truncate_head_tail,
 )
-from contextfold.tokens import TiktokenCounter
+from contextfold.outputs.placeholders import PLACEHOLDER_ERROR_CHARS
+from contextfold.tokens.counters import TiktokenCounter
 
 MARKER = re.compile(r"\[… (\d+) of (\d+) lines \((\d+) bytes\) omitted …\]")
 CLUSTER = regex.compile(r"\X", regex.DOTALL)

@@ -22,17 +22,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold import outputs
-from contextfold._placeholders import SNIPPET_CHARS
-from contextfold._truncate import MIN_BYTES
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
-from contextfold.outputs import (
+from contextfold.outputs import intake as outputs
+from contextfold.outputs.intake import (
     InMemoryBlobStore,
     OutputLimits,
     placeholder_for,
     prepare_tool_output,
     truncate_head_tail,
 )
+from contextfold.outputs.placeholders import SNIPPET_CHARS
+from contextfold.outputs.truncate import MIN_BYTES
 from contextfold.store import SQLiteStore, redact_text
 
 FRAGMENT_CHARS = 12

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from contextfold import RefNotFoundError
-from contextfold._private_files import open_private
 from contextfold.events import JsonlSink, OverflowRecovered, SummarizerFellBack
-from contextfold.outputs import FileBlobStore
+from contextfold.outputs.intake import FileBlobStore
+from contextfold.private_files import open_private
 
 KEY = "sk-proj-Xq3vT8mN2pL5rW9yZ1aB4cD7eF0gH6jK"
 PEM = (

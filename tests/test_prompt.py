@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextfold._exceptions import UsageError
-from contextfold.formats.anthropic import to_anthropic
-from contextfold.instructions import InstructionsLoader
+from contextfold.chat import SystemBlock
+from contextfold.errors import UsageError
 from contextfold.messages import Message
-from contextfold.prompt import (
+from contextfold.prompt.instructions import InstructionsLoader
+from contextfold.prompt.sections import (
     MAX_CACHE_BREAKPOINTS,
     BuiltPrompt,
     CachePlan,
@@ -30,7 +30,7 @@ from contextfold.prompt import (
     prompt_cache_key,
     render_prompt,
 )
-from contextfold.providers.types import SystemBlock
+from contextfold.wire.anthropic import to_anthropic
 
 
 class WordCounter:
@@ -229,7 +229,7 @@ def test_with_tail_placement_the_whole_system_prompt_is_stable() -> None:
 
 def test_output_does_not_depend_on_the_hash_seed() -> None:
     script = (
-        "from contextfold.prompt import PromptBuilder, PromptSection\n"
+        "from contextfold.prompt.sections import PromptBuilder, PromptSection\n"
         "b = PromptBuilder([PromptSection(n, 'text of ' + n, c) for n, c in "
         "{('x', True), ('y', False), ('base', True), ('memories', True), ('w', True)}])\n"
         "p = b.build()\n"
@@ -442,9 +442,9 @@ def test_plain_fallback_concatenates_in_the_given_order_and_tolerates_junk() -> 
 
 def test_fifty_turns_through_the_anthropic_adapter_keep_the_cached_prefix() -> None:
     pytest.importorskip("anthropic")
+    from contextfold.chat import ChatRequest
     from contextfold.providers.anthropic import AnthropicChat
-    from contextfold.providers.types import ChatRequest
-    from contextfold.tools import ToolSpec
+    from contextfold.tools.deferral import ToolSpec
 
     model = AnthropicChat("claude-sonnet-4-5", api_key="test-key")
     tools = (ToolSpec("read_file", words(300, "read")), ToolSpec("shell", words(300, "run")))

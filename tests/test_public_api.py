@@ -56,9 +56,9 @@ SUBPACKAGE_NAMES: dict[str, tuple[str, ...]] = {
         "SummarizeEdit",
         "apply_edits",
     ),
-    "contextfold.estimator": ("ContextSizeEstimator",),
+    "contextfold.tokens.estimator": ("ContextSizeEstimator",),
     "contextfold.events": ("EventBus", "JsonlSink", "MemorySink"),
-    "contextfold.formats": (
+    "contextfold.transcripts": (
         "RecordedCompaction",
         "Transcript",
         "detect_format",
@@ -66,9 +66,9 @@ SUBPACKAGE_NAMES: dict[str, tuple[str, ...]] = {
         "load_transcript",
         "load_transcripts",
     ),
-    "contextfold.instructions": ("LoadedInstructions",),
-    "contextfold.normalize": ("RepairReport",),
-    "contextfold.outputs": (
+    "contextfold.prompt.instructions": ("LoadedInstructions",),
+    "contextfold.history.repair": ("RepairReport",),
+    "contextfold.outputs.intake": (
         "BlobStore",
         "FileBlobStore",
         "InMemoryBlobStore",
@@ -77,10 +77,10 @@ SUBPACKAGE_NAMES: dict[str, tuple[str, ...]] = {
         "prepare_tool_output",
         "truncate_head_tail",
     ),
-    "contextfold.prompt": ("PromptBuilder", "PromptSection"),
+    "contextfold.prompt.sections": ("PromptBuilder", "PromptSection"),
     "contextfold.providers": ("ReplayModel", "SystemBlock"),
-    "contextfold.tokens": ("HeuristicCounter", "TiktokenCounter"),
-    "contextfold.tools": ("ToolDeferral", "ToolSelection"),
+    "contextfold.tokens.counters": ("HeuristicCounter", "TiktokenCounter"),
+    "contextfold.tools.deferral": ("ToolDeferral", "ToolSelection"),
 }
 """Names the top level gave up (it listed 116), each public in the subpackage it belongs to."""
 
@@ -102,4 +102,4 @@ def test_compaction_never_raises_a_compaction_error() -> None:
     # A compaction short of its target is a CompactResult with ``failed`` set (and an overflow a
     # ContextOverflowError): the error class that said otherwise is gone.
     assert not hasattr(contextfold, "CompactionError")
-    assert "CompactionError" not in contextfold._exceptions.__all__
+    assert "CompactionError" not in contextfold.errors.__all__

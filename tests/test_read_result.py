@@ -10,12 +10,12 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.formats.anthropic import tools_to_anthropic
-from contextfold.formats.openai import tools_to_openai
 from contextfold.messages import ToolResultPart
-from contextfold.outputs import InMemoryBlobStore, prepare_tool_output
+from contextfold.outputs.intake import InMemoryBlobStore, prepare_tool_output
 from contextfold.store import open_store
-from contextfold.tools import READ_RESULT_TOOL, read_result
+from contextfold.tools.deferral import READ_RESULT_TOOL, read_result
+from contextfold.wire.anthropic import tools_to_anthropic
+from contextfold.wire.chat_completions import tools_to_openai
 
 MAX_PAGE_BYTES = 8 * 1024 + 400  # a page plus its header and footer
 
@@ -242,8 +242,8 @@ def test_the_sqlite_session_store_serves_offloaded_outputs(tmp_path: Path) -> No
 
 
 def test_pages_shrink_to_the_byte_cap_the_engine_gives() -> None:
-    from contextfold._read_result import read_result as read
-    from contextfold.outputs import InMemoryBlobStore
+    from contextfold.outputs.intake import InMemoryBlobStore
+    from contextfold.outputs.read_result import read_result as read
 
     blobs = InMemoryBlobStore()
     text = "\n".join(f"line {i}: " + "x" * 60 for i in range(500))

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from benchmarks.ordinary_texts import ORDINARY_COUNT, ordinary_texts
 from benchmarks.secret_corpus import FORMATS, SecretSample, leaks, secret_samples
-from contextfold.redaction import might_hold_secret, redact_json, redact_text
+from contextfold.redaction.redactor import might_hold_secret, redact_json, redact_text
 
 PER_FORMAT = 4
 SAMPLES = secret_samples(seed=1414, per_format=PER_FORMAT)

@@ -14,8 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold._tokenizers import CHUNK_CHARS, chunks, encoding
-from contextfold.estimator import ContextSizeEstimator
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -25,7 +23,7 @@ from contextfold.messages import (
     ToolResultPart,
     Usage,
 )
-from contextfold.tokens import (
+from contextfold.tokens.counters import (
     IMAGE_TOKENS,
     IMAGE_TOKENS_LOW_DETAIL,
     ChatTemplate,
@@ -34,6 +32,8 @@ from contextfold.tokens import (
     TokenCounter,
     counter_for,
 )
+from contextfold.tokens.estimator import ContextSizeEstimator
+from contextfold.tokens.tokenizers import CHUNK_CHARS, chunks, encoding
 from contextfold.tool_spec import ToolSpec
 
 PROSE = (
@@ -94,7 +94,7 @@ def test_special_token_text_is_counted_as_ordinary_text(o200k: TiktokenCounter) 
 
 def test_encoding_facts_match_tiktoken_ext(monkeypatch: pytest.MonkeyPatch) -> None:
     tiktoken_ext = pytest.importorskip("tiktoken_ext.openai_public")
-    from contextfold import _tokenizers
+    from contextfold.tokens import tokenizers as _tokenizers
 
     # The constructors would fetch the ranks; only their pattern and special tokens are compared.
     monkeypatch.setattr(tiktoken_ext, "load_tiktoken_bpe", lambda *a, **k: {})
@@ -113,7 +113,7 @@ def test_tiktoken_loads_without_download(tmp_path: Path) -> None:
             raise RuntimeError("network access attempted")
         socket.getaddrinfo = refuse
         socket.socket.connect = refuse
-        from contextfold.tokens import TiktokenCounter
+        from contextfold.tokens.counters import TiktokenCounter
         print(TiktokenCounter("o200k_base").count_text("hello world"),
               TiktokenCounter("cl100k_base").count_text("hello world"))
         """
@@ -473,7 +473,7 @@ def test_template_overrides_are_used() -> None:
 
 
 def test_counter_for_accepts_model_info() -> None:
-    from contextfold.models import model_for_window
+    from contextfold.model_registry import model_for_window
 
     assert counter_for(model_for_window(8_000)).name == "heuristic"
 
@@ -482,7 +482,7 @@ def test_counter_for_accepts_model_info() -> None:
 def test_anchored_estimate_tracks_real_deepseek_usage() -> None:
     """On a real DeepSeek trajectory, the engine's estimate stays within 1 % of the billed prompt
     for the median turn (benchmarks/token_accuracy.py measures all 40)."""
-    from contextfold.formats import load_transcript
+    from contextfold.transcripts import load_transcript
     from tests.conftest import shared_path
 
     folder = shared_path("trajectories", "mini-swe-agent-deepseek")
@@ -514,9 +514,9 @@ def test_anchored_estimate_tracks_real_deepseek_usage() -> None:
 
 
 def test_estimator_state_survives_a_restart() -> None:
-    from contextfold.estimator import ContextSizeEstimator
     from contextfold.messages import Message, Usage
-    from contextfold.tokens import HeuristicCounter
+    from contextfold.tokens.counters import HeuristicCounter
+    from contextfold.tokens.estimator import ContextSizeEstimator
 
     counter = HeuristicCounter()
     view = [Message.user("fix the failing test in parser.py", id="u1")]
@@ -574,7 +574,7 @@ def test_a_huge_text_is_tokenized_once_for_its_message_and_alone(
             encoded.append(len(text))
             return real.encode_ordinary(text)  # type: ignore[no-any-return]
 
-    monkeypatch.setattr("contextfold.tokens.encoding", lambda name: Recording())
+    monkeypatch.setattr("contextfold.tokens.counters.encoding", lambda name: Recording())
     text = "grep: match found\n" * (HUGE // 18)
     counter = TiktokenCounter()
     counter.count_message(Message.tool(ToolResultPart("c1", "grep", text)))

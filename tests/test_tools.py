@@ -9,10 +9,10 @@ from collections.abc import Iterable, Sequence
 
 import pytest
 
-from contextfold._bm25 import BM25Index, search_terms, split_words
 from contextfold.events import ComponentDegraded, Event, ToolsDeferred
-from contextfold.tokens import HeuristicCounter, TokenCounter
-from contextfold.tools import (
+from contextfold.tokens.counters import HeuristicCounter, TokenCounter
+from contextfold.tools.bm25 import BM25Index, search_terms, split_words
+from contextfold.tools.deferral import (
     COMPACT_CONTEXT_TOOL,
     READ_RESULT_TOOL,
     TOOL_SEARCH_TOOL,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from benchmarks.baselines import ContextMethod
-    from contextfold.tokens import TokenCounter
+    from contextfold.tokens.counters import TokenCounter
     from contextfold.tool_spec import ToolSpec
 
 __all__ = ["PEER_MODULES", "Peer", "missing_peers", "real_peers"]

@@ -74,12 +74,12 @@ from benchmarks.baselines import Compaction, _LangChainHistory
 from benchmarks.peers import Peer
 from benchmarks.peers.langchain_editing import edited_view, lc_text
 from contextfold.compaction.summary import StructuredSummary
-from contextfold.formats.openai import tools_to_openai
 from contextfold.messages import Message, Meta, TextPart
 from contextfold.replay.driver import MeteredSummarizer
 from contextfold.replay.probes import SUMMARY_KINDS
-from contextfold.tokens import TokenCounter
+from contextfold.tokens.counters import TokenCounter
 from contextfold.tool_spec import ToolSpec
+from contextfold.wire.chat_completions import tools_to_openai
 
 __all__ = ["PEERS", "PEER_DEEPAGENTS", "DeepAgentsPeer"]
 

@@ -42,10 +42,10 @@ from benchmarks.baselines import (
     _LangChainHistory,
 )
 from benchmarks.peers import Peer
-from contextfold.formats.openai import tools_to_openai
 from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from contextfold.tokens import TokenCounter
+from contextfold.tokens.counters import TokenCounter
 from contextfold.tool_spec import ToolSpec
+from contextfold.wire.chat_completions import tools_to_openai
 
 __all__ = ["PEERS", "PEER_CONTEXT_EDITING", "ContextEditingPeer", "edited_view", "lc_text"]
 

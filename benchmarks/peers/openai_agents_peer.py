@@ -59,8 +59,8 @@ from openai.types.responses.compacted_response import CompactedResponse
 
 from benchmarks.baselines import Compaction, ContextMethod
 from benchmarks.peers import Peer
-from contextfold._digests import message_digest
 from contextfold.compaction.summary import StructuredSummary
+from contextfold.hosts.digests import message_digest
 from contextfold.integrations._openai_agents_items import (
     Item,
     items_from_messages,
@@ -68,7 +68,7 @@ from contextfold.integrations._openai_agents_items import (
 )
 from contextfold.messages import Message, Meta, TextPart, ToolResultPart
 from contextfold.replay.driver import MeteredSummarizer
-from contextfold.tokens import TokenCounter
+from contextfold.tokens.counters import TokenCounter
 from contextfold.tool_spec import ToolSpec
 
 __all__ = [

@@ -86,7 +86,7 @@ from contextfold.integrations.pydantic_ai import from_messages, to_messages
 from contextfold.messages import Message, Meta, TextPart, ToolCallPart, ToolResultPart
 from contextfold.replay.driver import MeteredSummarizer
 from contextfold.replay.probes import SUMMARY_KINDS
-from contextfold.tokens import TokenCounter
+from contextfold.tokens.counters import TokenCounter
 from contextfold.tool_spec import ToolSpec
 
 __all__ = [

@@ -8,42 +8,18 @@ The top level holds what an agent built on the library needs: the engine, its se
 and request; messages; the errors; the stores; the chat models; the model registry; the
 compactor and its summarizers. The rest is public in its subpackage: the strategies and the
 compaction context in :mod:`contextfold.compaction`, the edits in :mod:`contextfold.edits`,
-transcript formats in :mod:`contextfold.formats`, tool-output handling and blob stores in
-:mod:`contextfold.outputs`, the prompt builder in :mod:`contextfold.prompt`, events and sinks in
+transcript formats in :mod:`contextfold.transcripts`, tool-output handling and blob stores in
+:mod:`contextfold.outputs.intake`, the prompt builder in :mod:`contextfold.prompt.sections`, events
+and sinks in
 :mod:`contextfold.events`, budgets and zones in :mod:`contextfold.budget`, counters in
-:mod:`contextfold.tokens` and :mod:`contextfold.estimator`, tool deferral in
-:mod:`contextfold.tools`, settings in :mod:`contextfold.config`, repair reports in
-:mod:`contextfold.normalize`, and the replay model and system blocks in
+:mod:`contextfold.tokens.counters` and :mod:`contextfold.tokens.estimator`, tool deferral in
+:mod:`contextfold.tools.deferral`, settings in :mod:`contextfold.config`, repair reports in
+:mod:`contextfold.history.repair`, and the replay model and system blocks in
 :mod:`contextfold.providers`.
 """
 
 from __future__ import annotations
 
-from contextfold._exceptions import (
-    AuthenticationError,
-    ConcurrentWriteError,
-    ConfigError,
-    ContextfoldError,
-    ContextOverflowError,
-    FormatError,
-    HistoryError,
-    MessageNotFoundError,
-    MissingDependencyError,
-    ProviderError,
-    ProviderUnavailableError,
-    RateLimitError,
-    RefNotFoundError,
-    SchemaVersionError,
-    SessionNotFoundError,
-    StoreCorruptError,
-    StoreError,
-    UnknownFormatError,
-    UnknownModelError,
-    UsageError,
-)
-from contextfold._usage import (
-    SessionUsage,
-)
 from contextfold._version import (
     __version__,
 )
@@ -66,11 +42,34 @@ from contextfold.engine import (
     PreparedRequest,
     Session,
 )
+from contextfold.errors import (
+    AuthenticationError,
+    ConcurrentWriteError,
+    ConfigError,
+    ContextfoldError,
+    ContextOverflowError,
+    FormatError,
+    HistoryError,
+    MessageNotFoundError,
+    MissingDependencyError,
+    ProviderError,
+    ProviderUnavailableError,
+    RateLimitError,
+    RefNotFoundError,
+    SchemaVersionError,
+    SessionNotFoundError,
+    StoreCorruptError,
+    StoreError,
+    UnknownFormatError,
+    UnknownModelError,
+    UsageError,
+)
 from contextfold.events import (
     Event,
 )
-from contextfold.instructions import (
-    InstructionsLoader,
+from contextfold.history.repair import (
+    repair,
+    validate,
 )
 from contextfold.messages import (
     ImagePart,
@@ -84,18 +83,17 @@ from contextfold.messages import (
     ToolResultPart,
     Usage,
 )
-from contextfold.models import (
+from contextfold.model_registry import (
     ModelInfo,
     ModelRegistry,
     default_registry,
     model_for_window,
 )
-from contextfold.normalize import (
-    repair,
-    validate,
-)
-from contextfold.outputs import (
+from contextfold.outputs.intake import (
     OutputLimits,
+)
+from contextfold.prompt.instructions import (
+    InstructionsLoader,
 )
 from contextfold.providers import (
     BaseChatModel,
@@ -110,14 +108,17 @@ from contextfold.store import (
     SessionStore,
     open_store,
 )
-from contextfold.token_counter import (
+from contextfold.tokens.counter import (
     TokenCounter,
 )
-from contextfold.tokens import (
+from contextfold.tokens.counters import (
     counter_for,
 )
 from contextfold.tool_spec import (
     ToolSpec,
+)
+from contextfold.usage import (
+    SessionUsage,
 )
 
 __all__ = [

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from contextfold._exceptions import ConfigError
-from contextfold.models import ModelInfo
+from contextfold.errors import ConfigError
+from contextfold.model_registry import ModelInfo
 
 __all__ = [
     "MAX_OUTPUT_RESERVE_SHARE",

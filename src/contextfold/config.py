@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contextfold._exceptions import ConfigError
-from contextfold._paths import config_dir
+from contextfold.errors import ConfigError
+from contextfold.paths import config_dir
 
 __all__ = [
     "API_KEY_ENV_VARS",

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar
 
-from contextfold._private_files import make_private_dir, open_private
-from contextfold.redaction import redact_json
+from contextfold.private_files import make_private_dir, open_private
+from contextfold.redaction.redactor import redact_json
 
 __all__ = [
     "CallbackSink",
@@ -442,10 +442,10 @@ class LossReported(Event):
     """What a compaction or mask batch took out of the view, and where it can still be read.
 
     It follows the compaction's :class:`CompactionFinished`. The counts cover every probe that
-    left the view (facts, pins and ledger items: :mod:`contextfold.loss`); ``items`` lists some
-    of them (the lost ones first), each as ``{"kind", "text", "where", "ref"}`` with ``where``
-    one of ``"summary"``, ``"pinned"``, ``"ledger"``, ``"ref"`` (``read_result <ref>`` reads it
-    back) or ``"lost"``.
+    left the view (facts, pins and ledger items: :mod:`contextfold.retention.loss`); ``items``
+    lists some of them (the lost ones first), each as ``{"kind", "text", "where", "ref"}`` with
+    ``where`` one of ``"summary"``, ``"pinned"``, ``"ledger"``, ``"ref"`` (``read_result <ref>``
+    reads it back) or ``"lost"``.
     """
 
     type: ClassVar[str] = "loss_reported"

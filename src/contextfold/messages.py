@@ -69,7 +69,7 @@ MessageKind: TypeAlias = Literal[
 - ``"restart_marker"``, ``"wind_down"``, ``"context_note"``: notes contextfold adds for the model;
 - ``"drop_note"``: the note standing where compaction dropped messages (it lists their refs);
 - ``"harness_note"``: user-role text the agent harness wrote, not the user (an interruption
-  marker, a hook reminder...; see :mod:`contextfold._harness_notes`).
+  marker, a hook reminder...; see :mod:`contextfold.history.harness_notes`).
 """
 MESSAGE_KINDS: frozenset[MessageKind] = frozenset(get_args(MessageKind))
 

@@ -2,7 +2,7 @@
 
 A plain value at the bottom of the package: the token counters, the provider adapters, the
 transcript formats and the tool deferral all read it, so it imports nothing of contextfold's.
-:mod:`contextfold.tools` re-exports both names.
+:mod:`contextfold.tools.deferral` re-exports both names.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from contextfold.events import (
 )
 from contextfold.messages import ToolResultPart
 from contextfold.providers import ChatRequest
-from contextfold.tools import ToolSpec
+from contextfold.tools.deferral import ToolSpec
 
 pytestmark = pytest.mark.filterwarnings("ignore::contextfold.store.SQLiteVersionWarning")
 

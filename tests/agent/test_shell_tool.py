@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from contextfold._placeholders import exit_code as placeholder_exit_code
 from contextfold.agent import ApprovalPolicy, Toolbox, Workspace, coding_toolbox, shell_tool
 from contextfold.agent.shell_tool import SHELL_ENV_DEFAULTS, scrubbed_environment
-from contextfold.compaction._facts import _exit_code as summary_exit_code
 from contextfold.config import API_KEY_ENV_VARS
+from contextfold.history.facts import _exit_code as summary_exit_code
+from contextfold.outputs.placeholders import exit_code as placeholder_exit_code
 from tests.agent.conftest import failed, ok, run
 
 PROCESS_GONE_WAIT = 5.0

@@ -18,7 +18,7 @@ from contextfold.agent import (
     Workspace,
     coding_toolbox,
 )
-from contextfold.tools import ToolSpec
+from contextfold.tools.deferral import ToolSpec
 
 ECHO = ToolSpec(
     name="echo",

@@ -10,14 +10,14 @@ import pytest
 from typer.testing import CliRunner
 
 from contextfold import ConfigError, UsageError
-from contextfold._paths import config_dir, default_store_path
 from contextfold.budget import Thresholds
 from contextfold.cli import app
 from contextfold.cli.config_cmd import setting_defaults
 from contextfold.compaction.pipeline import PRESETS
 from contextfold.config import SETTINGS
 from contextfold.engine import ContextPolicy
-from contextfold.outputs import OutputLimits
+from contextfold.outputs.intake import OutputLimits
+from contextfold.paths import config_dir, default_store_path
 
 runner = CliRunner()
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from contextfold import UnknownModelError
 from contextfold.cli import app
 from contextfold.cli._tally import DEFAULT_MODEL, KINDS, ROLES
-from contextfold.formats import SUPPORTED_FORMATS, load_transcripts
+from contextfold.transcripts import SUPPORTED_FORMATS, load_transcripts
 from tests.conftest import shared_path
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "coding_session.json"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from contextfold._paths import config_dir, default_store_path
 from contextfold.cli import app
 from contextfold.config import API_KEY_ENV_VARS
+from contextfold.paths import config_dir, default_store_path
 
 runner = CliRunner()
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from contextfold._paths import data_dir
 from contextfold.cli import app
 from contextfold.cli._history import PrivateFileHistory
 from contextfold.cli._repl import HISTORY_FILE, _history
+from contextfold.paths import data_dir
 from tests.cli.conftest import PopulatedStore
 from tests.test_private_files import KEY, file_mode, wide_umask  # noqa: F401 (a fixture)
 

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from contextfold import SessionNotFoundError, StoreError, UsageError
-from contextfold._paths import default_store_path
 from contextfold.cli import app
+from contextfold.paths import default_store_path
 from contextfold.store import open_store
 from tests.cli.conftest import PopulatedStore
 from tests.store.helpers import read_only_view

@@ -10,7 +10,7 @@ import pytest
 
 from contextfold.compaction import CompactionContext, RecentWindow
 from contextfold.messages import Message, Meta, Part, ToolCallPart, ToolResultPart
-from contextfold.outputs import InMemoryBlobStore
+from contextfold.outputs.intake import InMemoryBlobStore
 
 SESSION = "s1"
 

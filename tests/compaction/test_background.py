@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from contextfold.compaction import BackgroundCompactor, CompactionContext, Compactor
 from contextfold.edits import ContextEdit, MaskEdit, SummarizeEdit, apply_edits
-from contextfold.normalize import validate
+from contextfold.history.repair import validate
 
 from .conftest import CharCounter, agent_log, make_ctx, tool_round
 

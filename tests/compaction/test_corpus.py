@@ -27,13 +27,13 @@ from contextfold.compaction import (
     atomic_units,
     extract_facts,
 )
-from contextfold.compaction.window import last_user_index, task_index
 from contextfold.edits import apply_edits
-from contextfold.formats import load_transcripts
+from contextfold.history.repair import repair, validate
+from contextfold.history.turns import last_user_index, task_index
 from contextfold.messages import Message
-from contextfold.normalize import repair, validate
-from contextfold.outputs import InMemoryBlobStore
-from contextfold.tokens import HeuristicCounter
+from contextfold.outputs.intake import InMemoryBlobStore
+from contextfold.tokens.counters import HeuristicCounter
+from contextfold.transcripts import load_transcripts
 from tests.conftest import shared_path
 
 counter = HeuristicCounter()

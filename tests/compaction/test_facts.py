@@ -7,7 +7,7 @@ import json
 import pytest
 
 from contextfold.compaction import extract_facts
-from contextfold.compaction._shell import shell_effects
+from contextfold.history.shell import shell_effects
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
 
 from .conftest import tool_round

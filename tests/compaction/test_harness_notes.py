@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from contextfold._harness_notes import HARNESS_NOTE_KIND
 from contextfold.compaction import (
     SECTION_NAMES,
     ExtractiveSummarizer,
@@ -16,11 +15,12 @@ from contextfold.compaction import (
     StructuredSummary,
     ToolResultDigest,
 )
-from contextfold.compaction.window import is_user_turn, last_user_index, task_index
 from contextfold.edits import SummarizeEdit, apply_edits
-from contextfold.formats import Transcript, load_transcript, load_transcripts
+from contextfold.history.harness_notes import HARNESS_NOTE_KIND
+from contextfold.history.turns import is_user_turn, last_user_index, task_index
 from contextfold.messages import Message, Meta
-from contextfold.outputs import InMemoryBlobStore
+from contextfold.outputs.intake import InMemoryBlobStore
+from contextfold.transcripts import Transcript, load_transcript, load_transcripts
 from tests.conftest import shared_path
 
 from .conftest import agent_log, make_ctx, tool_round

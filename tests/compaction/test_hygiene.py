@@ -10,7 +10,6 @@ from dataclasses import replace
 
 import pytest
 
-from contextfold._read_result import read_result
 from contextfold.compaction import Compactor, MaskObservations, RecentWindow
 from contextfold.compaction.hygiene import (
     FILE_RESTORE_FLAG,
@@ -33,9 +32,10 @@ from contextfold.edits import (
     edit_from_dict,
     edit_to_dict,
 )
+from contextfold.history.repair import history_rules_for, validate
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from contextfold.normalize import history_rules_for, validate
-from contextfold.outputs import InMemoryBlobStore
+from contextfold.outputs.intake import InMemoryBlobStore
+from contextfold.outputs.read_result import read_result
 from tests.engine.helpers import EngineFactory, start
 
 from .conftest import SESSION, CharCounter, make_ctx, results_of

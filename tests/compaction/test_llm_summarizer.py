@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from contextfold._exceptions import ContextOverflowError, ProviderUnavailableError
+from contextfold.chat import ChatRequest
 from contextfold.compaction import (
     Compactor,
     ExtractiveSummarizer,
@@ -20,10 +20,10 @@ from contextfold.compaction._llm import (
     DEFAULT_LLM_MAX_CALLS,
     DEFAULT_SUMMARIZER_WINDOW,
 )
+from contextfold.errors import ContextOverflowError, ProviderUnavailableError
 from contextfold.events import SummarizerFellBack
 from contextfold.messages import Message
 from contextfold.providers.scripted import ScriptedModel, estimate_tokens
-from contextfold.providers.types import ChatRequest
 
 from .conftest import chat, make_ctx, tool_round
 

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold._exceptions import ConfigError
 from contextfold.compaction import (
     PRESETS,
     ClearOldThinking,
@@ -23,10 +22,11 @@ from contextfold.compaction import (
     TruncateToolResults,
 )
 from contextfold.edits import ContextEdit, MaskEdit, ReplacedResult, apply_edits
+from contextfold.errors import ConfigError
 from contextfold.events import ObservationsMasked
+from contextfold.history.repair import validate
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
-from contextfold.normalize import validate
-from contextfold.outputs import InMemoryBlobStore
+from contextfold.outputs.intake import InMemoryBlobStore
 
 from .conftest import CharCounter, agent_log, chat, make_ctx
 from .test_window import conversations

@@ -9,8 +9,8 @@ from contextfold.compaction import (
     plan_restart,
     wind_down_message,
 )
+from contextfold.history.repair import validate
 from contextfold.messages import Message, SummaryPart, ToolCallPart
-from contextfold.normalize import validate
 
 from .conftest import CharCounter, agent_log, chat
 

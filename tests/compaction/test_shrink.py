@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contextfold._blobs import BlobInfo
 from contextfold.compaction import CompactionContext, Compactor, ShrinkToFit, Summarize
 from contextfold.compaction._shrink import cut_text, was_cut
 from contextfold.compaction.pipeline import freed_by
 from contextfold.edits import ContextEdit, DropEdit, SummarizeEdit, apply_edit
 from contextfold.messages import Message, TextPart
-from contextfold.outputs import InMemoryBlobStore
+from contextfold.outputs.blobs import BlobInfo
+from contextfold.outputs.intake import InMemoryBlobStore
 
 from .conftest import CharCounter, agent_log, chat, make_ctx, tool_round
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from contextfold._blobs import REF_PATTERN
 from contextfold.compaction import (
     ClearToolResults,
     Compactor,
@@ -15,12 +14,13 @@ from contextfold.compaction import (
     ToolResultDigest,
     TruncateToolResults,
 )
-from contextfold.compaction.window import last_user_index, recent_window_start, task_index
 from contextfold.edits import DropEdit, MaskEdit, SummarizeEdit, apply_edits
 from contextfold.events import ObservationsMasked
+from contextfold.history.repair import validate
+from contextfold.history.turns import last_user_index, recent_window_start, task_index
 from contextfold.messages import Message, SummaryPart, ToolCallPart, ToolResultPart
-from contextfold.normalize import validate
-from contextfold.outputs import InMemoryBlobStore
+from contextfold.outputs.blobs import REF_PATTERN
+from contextfold.outputs.intake import InMemoryBlobStore
 
 from .conftest import SESSION, CharCounter, agent_log, chat, make_ctx, results_of, tool_round
 

@@ -6,9 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold.compaction import atomic_units, recent_window_start
-from contextfold.compaction.window import task_index, turn_starts
+from contextfold.history.repair import validate
+from contextfold.history.turns import task_index, turn_starts
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
-from contextfold.normalize import validate
 
 from .conftest import CharCounter, agent_log, chat, tool_round
 

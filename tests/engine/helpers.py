@@ -26,7 +26,7 @@ from contextfold import (
 from contextfold.budget import Zone
 from contextfold.events import Event, MemorySink
 from contextfold.providers import ChatRequest
-from contextfold.tools import ToolSpec
+from contextfold.tools.deferral import ToolSpec
 
 SYSTEM = "You are a careful coding agent. Work in small steps and run the tests often."
 TASK = "The parser in src/parser.py crashes on empty input. Fix it without changing the API."

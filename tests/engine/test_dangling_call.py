@@ -27,8 +27,8 @@ from contextfold import (
     model_for_window,
     validate,
 )
+from contextfold.history.repair import SYNTHESIZED_FLAG
 from contextfold.messages import ToolResultPart
-from contextfold.normalize import SYNTHESIZED_FLAG
 from tests.engine.helpers import SYSTEM, TASK, listing
 
 TURNS = 400

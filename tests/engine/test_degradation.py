@@ -33,10 +33,10 @@ from contextfold.events import (
     MemorySink,
     SummarizerFellBack,
 )
-from contextfold.prompt import PromptBuilder
+from contextfold.prompt.sections import PromptBuilder
 from contextfold.providers import ChatRequest
 from contextfold.store import SessionStore, open_store
-from contextfold.tools import ToolDeferral
+from contextfold.tools.deferral import ToolDeferral
 from tests.engine.helpers import SYSTEM, TASK, EngineFactory, listing, start
 from tests.engine.test_tools import mcp_tools
 

@@ -3,7 +3,7 @@ can leave a request that the ledger pushes over the window)."""
 
 from __future__ import annotations
 
-from contextfold.ledger import Ledger, LedgerItem
+from contextfold.retention.ledger import Ledger, LedgerItem
 from tests.engine.helpers import EngineFactory, start
 
 

@@ -16,10 +16,10 @@ from contextfold import (
     model_for_window,
 )
 from contextfold.events import CompactionFinished, LossReported, event_from_dict
-from contextfold.ledger import LEDGER_HEADER
-from contextfold.loss import MAX_LISTED_ITEMS, WHERES
 from contextfold.messages import Message, SummaryPart, ToolCallPart
 from contextfold.providers import ChatRequest
+from contextfold.retention.ledger import LEDGER_HEADER
+from contextfold.retention.loss import MAX_LISTED_ITEMS, WHERES
 from tests.engine.helpers import SYSTEM, Driver, EngineFactory, listing, start
 
 

@@ -13,7 +13,7 @@ import pytest
 from contextfold import ContextPolicy, InstructionsLoader, Message, PreparedRequest
 from contextfold.budget import Thresholds
 from contextfold.providers.anthropic import AnthropicChat
-from contextfold.tokens import TokenCounter
+from contextfold.tokens.counters import TokenCounter
 from tests.engine.helpers import EngineFactory, listing, start
 
 SONNET = "anthropic/claude-sonnet-4-5"

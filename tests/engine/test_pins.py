@@ -13,7 +13,14 @@ from typer.testing import CliRunner
 from contextfold import ContextEngine, ContextPolicy, UsageError, model_for_window
 from contextfold.cli import app
 from contextfold.events import CompactionFinished, PinAdded, event_from_dict
-from contextfold.pins import MAX_PIN_CHARS, MAX_PINS, PINS_HEADER, Pin, PinSet, extract_pins
+from contextfold.retention.pins import (
+    MAX_PIN_CHARS,
+    MAX_PINS,
+    PINS_HEADER,
+    Pin,
+    PinSet,
+    extract_pins,
+)
 from contextfold.store import open_store
 from tests.engine.helpers import SYSTEM, TASK, Driver, EngineFactory, listing
 

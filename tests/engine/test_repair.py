@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from contextfold import ContextPolicy, Message, ToolCallPart, repair, validate
-from contextfold.estimator import ContextSizeEstimator
-from contextfold.normalize import SYNTHESIZED_FLAG
+from contextfold.history.repair import SYNTHESIZED_FLAG
+from contextfold.tokens.estimator import ContextSizeEstimator
 from tests.engine.helpers import EngineFactory, start
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 
 from contextfold import ContextPolicy, ModelInfo
-from contextfold._exceptions import ConfigError
 from contextfold.budget import Thresholds
 from contextfold.config import Settings
 from contextfold.engine import _core
@@ -23,6 +22,7 @@ from contextfold.engine._economics import (
     early_compaction_saving,
     edit_saving,
 )
+from contextfold.errors import ConfigError
 from contextfold.events import CompactionFinished, CompactionSettled
 from tests.engine.helpers import EngineFactory, start
 

@@ -10,22 +10,22 @@ from typing import Any, cast
 import pytest
 
 from contextfold import ContextPolicy, Message, Session, Usage, model_for_window
-from contextfold._blobs import BlobInfo, blob_info
-from contextfold._exceptions import UsageError
-from contextfold._usage import UsageTracker
 from contextfold.budget import ContextBudget, Thresholds, Zone
 from contextfold.compaction import Compactor, ExtractiveSummarizer
 from contextfold.edits import ContextEdit
 from contextfold.engine._deps import SessionDeps
 from contextfold.engine._measure import Measurement
 from contextfold.engine._state import TurnState
-from contextfold.engine._window import SessionWindow
 from contextfold.engine._zones import ZoneAction, decide
-from contextfold.estimator import ContextSizeEstimator
+from contextfold.engine.learned_window import SessionWindow
+from contextfold.errors import UsageError
 from contextfold.events import EventBus, MemorySink, TokenUsage
+from contextfold.outputs.blobs import BlobInfo, blob_info
 from contextfold.store import SessionInfo, SessionStore
-from contextfold.tokens import HeuristicCounter
-from contextfold.tools import ToolDeferral
+from contextfold.tokens.counters import HeuristicCounter
+from contextfold.tokens.estimator import ContextSizeEstimator
+from contextfold.tools.deferral import ToolDeferral
+from contextfold.usage import UsageTracker
 
 
 @dataclass

@@ -27,7 +27,7 @@ from contextfold.agent.coding_tools import coding_toolbox
 from contextfold.agent.loop import DEFAULT_SYSTEM_PROMPT
 from contextfold.compaction.pipeline import freed_by
 from contextfold.edits import SummarizeEdit, apply_edit
-from contextfold.tools import ToolSpec
+from contextfold.tools.deferral import ToolSpec
 from tests.engine.helpers import TASK, EngineFactory, listing
 
 WINDOW = 3_000

@@ -17,7 +17,7 @@ from contextfold import ConcurrentWriteError, ContextEngine, ContextPolicy, mode
 from contextfold.events import ComponentDegraded, MemorySink
 from contextfold.messages import Message
 from contextfold.store import SessionStore
-from contextfold.store._replay import replay
+from contextfold.store.view_rebuild import replay
 from tests.engine.helpers import WINDOW, Driver, start
 from tests.store import conftest as store_fixtures
 from tests.store.conftest import StoreTarget

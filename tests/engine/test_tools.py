@@ -206,7 +206,7 @@ def test_a_resumed_session_keeps_the_tools_the_model_used_most_recently(
 
 
 def test_prepare_offers_the_one_list_of_engine_tools(make_engine: EngineFactory) -> None:
-    from contextfold.tools import engine_tools
+    from contextfold.tools.deferral import engine_tools
 
     engine, _ = make_engine(window=32_000, max_output=4_000)
     few = start(engine, tools=(ToolSpec("bash", "Run a command."),)).prepare()

@@ -22,9 +22,9 @@ from contextfold import (
 from contextfold.budget import Thresholds, Zone
 from contextfold.compaction import RecentWindow
 from contextfold.config import load_settings
-from contextfold.estimator import ContextSizeEstimator
 from contextfold.events import TokenUsage
-from contextfold.tokens import HeuristicCounter
+from contextfold.tokens.counters import HeuristicCounter
+from contextfold.tokens.estimator import ContextSizeEstimator
 from tests.engine.helpers import SYSTEM, EngineFactory, start
 
 SONNET = "anthropic/claude-sonnet-4-5"

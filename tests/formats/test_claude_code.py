@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from contextfold._exceptions import FormatError
-from contextfold.formats import load_claude_code, load_transcript
+from contextfold.errors import FormatError
 from contextfold.messages import SummaryPart
+from contextfold.transcripts import load_claude_code, load_transcript
 from tests.compaction.harness_session import TASK, write_harness_session
 from tests.formats.writers import write_jsonl
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from contextfold._exceptions import FormatError
-from contextfold.formats import detect_format, load_transcript
+from contextfold.errors import FormatError
 from contextfold.messages import SummaryPart, ThinkingPart, Usage
+from contextfold.transcripts import detect_format, load_transcript
 from tests.formats.writers import write_jsonl
 
 

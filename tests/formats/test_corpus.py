@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from contextfold._exceptions import FormatError
-from contextfold.formats import Transcript, iter_transcripts, load_transcript
+from contextfold.errors import FormatError
 from contextfold.messages import SummaryPart
+from contextfold.transcripts import Transcript, iter_transcripts, load_transcript
 from tests.conftest import shared_path
 
 pytestmark = pytest.mark.shared_data

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from contextfold._exceptions import FormatError, UnknownFormatError
-from contextfold.formats import (
+from contextfold.errors import FormatError, UnknownFormatError
+from contextfold.transcripts import (
     SUPPORTED_FORMATS,
     Transcript,
     detect_format,

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from benchmarks.format_fuzz import Seed, corpus_seeds, mutate, read_mutated, render
 from benchmarks.format_fuzz import synthetic_seeds as writer_seeds
-from contextfold.formats import SUPPORTED_FORMATS
 from contextfold.messages import Message
+from contextfold.transcripts import SUPPORTED_FORMATS
 from tests.conftest import TRAJECTORIES
 from tests.formats.writers import conversations
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from contextfold._exceptions import FormatError, UnknownFormatError
-from contextfold.formats import (
+from contextfold.errors import FormatError, UnknownFormatError
+from contextfold.transcripts import (
     load_chat,
     load_claude_code,
     load_codex,

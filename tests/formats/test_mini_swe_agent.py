@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.formats import load_mini_swe_agent, load_transcript
+from contextfold.transcripts import load_mini_swe_agent, load_transcript
 from tests.formats.writers import write_json
 from tests.strategies import nonempty_text
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.formats import detect_format, load_transcript, load_transcripts
-from contextfold.formats.openai import to_openai
 from contextfold.messages import Message
+from contextfold.transcripts import detect_format, load_transcript, load_transcripts
+from contextfold.wire.chat_completions import to_openai
 from tests.formats import writers
 from tests.formats.writers import conversations, semantic
 from tests.strategies import messages as any_messages

@@ -6,18 +6,6 @@ from typing import Any
 
 from hypothesis import given, settings
 
-from contextfold.formats.anthropic import (
-    from_anthropic,
-    parse_anthropic_response,
-    to_anthropic,
-    usage_from_anthropic,
-)
-from contextfold.formats.openai import (
-    from_openai,
-    parse_openai_response,
-    parse_openai_tool_calls,
-    to_openai,
-)
 from contextfold.messages import (
     Message,
     TextPart,
@@ -25,6 +13,18 @@ from contextfold.messages import (
     ToolCallPart,
     ToolResultPart,
     Usage,
+)
+from contextfold.wire.anthropic import (
+    from_anthropic,
+    parse_anthropic_response,
+    to_anthropic,
+    usage_from_anthropic,
+)
+from contextfold.wire.chat_completions import (
+    from_openai,
+    parse_openai_response,
+    parse_openai_tool_calls,
+    to_openai,
 )
 from tests.strategies import anthropic_conversations, openai_conversations
 

@@ -15,8 +15,6 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from contextfold.formats.anthropic import to_anthropic
-from contextfold.formats.openai import to_openai
 from contextfold.messages import (
     Message,
     Meta,
@@ -27,6 +25,8 @@ from contextfold.messages import (
     ToolResultPart,
     Usage,
 )
+from contextfold.wire.anthropic import to_anthropic
+from contextfold.wire.chat_completions import to_openai
 from tests.strategies import ident, json_object, text
 from tests.strategies import visible_text as nonempty_text
 

@@ -41,6 +41,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from contextfold import ContextEngine, ContextPolicy, model_for_window
+from contextfold.history.repair import history_rules_for, validate
 from contextfold.integrations.langchain import (
     ContextFoldMiddleware,
     from_messages,
@@ -58,7 +59,6 @@ from contextfold.messages import (
     ToolResultPart,
     Usage,
 )
-from contextfold.normalize import history_rules_for, validate
 from contextfold.store import BrowsableSessionStore
 from contextfold.tool_spec import ToolSpec
 

@@ -26,6 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold import ContextEngine, ContextPolicy, Message, model_for_window
+from contextfold.history.repair import history_rules_for, validate
 from contextfold.integrations._openai_agents_items import Item, plain_item, raw_items_by_digest
 from contextfold.integrations.openai_agents import (
     ContextfoldSession,
@@ -34,7 +35,6 @@ from contextfold.integrations.openai_agents import (
     tool_specs,
 )
 from contextfold.messages import ImagePart, Part, TextPart, ToolCallPart, ToolResultPart
-from contextfold.normalize import history_rules_for, validate
 from contextfold.store import SQLiteStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::contextfold.store.SQLiteVersionWarning")

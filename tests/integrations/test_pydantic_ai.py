@@ -20,9 +20,9 @@ from pydantic_ai import messages as pa
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from contextfold import ContextEngine, ContextPolicy, model_for_window
+from contextfold.history.repair import history_rules_for, validate
 from contextfold.integrations.pydantic_ai import ContextFold, from_messages, to_messages
 from contextfold.messages import Message, ToolResultPart
-from contextfold.normalize import history_rules_for, validate
 from contextfold.store import BrowsableSessionStore
 from contextfold.tool_spec import ToolSpec
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from contextfold import ContextEngine, ContextPolicy, Message, model_for_window
-from contextfold._digests import message_digest
-from contextfold.integrations._sync import HistorySync
+from contextfold.hosts.digests import message_digest
+from contextfold.hosts.sync import HistorySync
 from contextfold.messages import TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
 BIG = "\n".join(f"line {i}" for i in range(20_000))

@@ -15,7 +15,7 @@ from contextfold import (
     RateLimitError,
 )
 from contextfold.providers import ChatRequest, RetryPolicy
-from contextfold.providers._errors import (
+from contextfold.providers.errors import (
     OverflowFigures,
     error_from_response,
     parse_overflow,

@@ -15,7 +15,7 @@ from contextfold.providers import (
     StreamDone,
     UsageEstimatedWarning,
 )
-from contextfold.tokens import HeuristicCounter
+from contextfold.tokens.counters import HeuristicCounter
 from tests.providers.conftest import LocalServer, Reply, openai_sse
 from tests.providers.payloads import READ_FILE, openai_chunk, openai_completion
 

@@ -9,9 +9,11 @@ import textwrap
 from typing import Any
 
 from contextfold import Message, Meta, TextPart, ToolCallPart, ToolSpec
-from contextfold.providers import ChatRequest, SystemBlock, anthropic_wire, openai_wire
+from contextfold.providers import ChatRequest, SystemBlock
 from contextfold.providers.anthropic import AnthropicChat
 from contextfold.providers.openai import OpenAIChat
+from contextfold.wire import anthropic_request as anthropic_wire
+from contextfold.wire import chat_completions_request as openai_wire
 
 EPHEMERAL = {"type": "ephemeral"}
 SHELL = ToolSpec("shell", "Run a command", {"type": "object", "properties": {"cmd": {}}})
@@ -169,8 +171,8 @@ def test_encoders_work_without_either_sdk() -> None:
         sys.modules["anthropic"] = None
         from contextfold import Message
         from contextfold.providers import ChatRequest
-        from contextfold.providers.anthropic_wire import encode_request as to_anthropic
-        from contextfold.providers.openai_wire import encode_request as to_openai
+        from contextfold.wire.anthropic_request import encode_request as to_anthropic
+        from contextfold.wire.chat_completions_request import encode_request as to_openai
         request = ChatRequest(messages=(Message.user("hi"),), max_tokens=5)
         print(to_openai(request, model="m")["max_completion_tokens"])
         print(to_anthropic(request, model="m")["max_tokens"])

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contextfold._blobs import REF_PATTERN
+from contextfold.outputs.blobs import REF_PATTERN
 from tests.proxy.upstreams import Protocol, Reply, ToolCall, UpstreamError
 
 __all__ = [

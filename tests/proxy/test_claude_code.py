@@ -35,8 +35,8 @@ from typing import Any
 
 import pytest
 
+from contextfold.history.repair import validate
 from contextfold.messages import ToolResultPart
-from contextfold.normalize import validate
 from tests.proxy.claude_code_script import FINAL_TEXT, PLAN_STEPS, ClaudeCodeScript, tool_results
 from tests.proxy.servers import RecordedExchange, Recorder, serve
 from tests.proxy.upstreams import (
@@ -205,7 +205,7 @@ def test_claude_code_through_the_proxy(
     claude: str, session_dirs: tuple[Path, Path], tmp_path: Path, show: Callable[[str], None]
 ) -> None:
     proxy = pytest.importorskip("contextfold.proxy")
-    from contextfold.proxy._sessions import proxy_figures
+    from contextfold.proxy.sessions import proxy_figures
     from contextfold.store import open_store
 
     home, workdir = session_dirs

@@ -21,12 +21,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold import ContextEngine
-from contextfold.formats import from_anthropic
+from contextfold.history.repair import history_rules_for, validate
 from contextfold.messages import Message
-from contextfold.normalize import history_rules_for, validate
 from contextfold.proxy import ProxyConfig, anthropic_side, create_app, openai_side
 from contextfold.proxy._wire import ClientError
 from contextfold.store import open_store
+from contextfold.wire import from_anthropic
 from tests.proxy.servers import serve
 from tests.proxy.upstreams import Reply, ScriptedUpstream, ToolCall, UpstreamError
 

@@ -20,12 +20,13 @@ from typing import Any
 import httpx
 import pytest
 
-from contextfold.formats import from_openai, load_transcript, to_anthropic, to_openai
-from contextfold.formats.anthropic import from_anthropic_message, tools_to_anthropic
-from contextfold.formats.openai import tools_to_openai
 from contextfold.messages import Message, TextPart, ThinkingPart
 from contextfold.proxy import ProxyConfig, create_app
 from contextfold.store import open_store
+from contextfold.transcripts import load_transcript
+from contextfold.wire import from_openai, to_anthropic, to_openai
+from contextfold.wire.anthropic import from_anthropic_message, tools_to_anthropic
+from contextfold.wire.chat_completions import tools_to_openai
 from tests.proxy.servers import serve
 from tests.proxy.upstreams import Protocol, Reply, ScriptedUpstream, ToolCall, UpstreamError
 

@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from contextfold import ContextOverflowError
-from contextfold.providers._errors import map_sdk_errors
+from contextfold.providers.errors import map_sdk_errors
 from tests.proxy.servers import serve
 from tests.proxy.upstreams import (
     Protocol,

@@ -17,7 +17,7 @@ Every request is recorded in :attr:`ScriptedUpstream.requests` (path, query, hea
 protocol and the input tokens counted), so a test can check what the proxy sent upstream.
 
 Input tokens. A request's size is :func:`count_input_tokens`: the body is read into contextfold
-messages and tool specs with the project's own wire readers (``contextfold.formats``), then
+messages and tool specs with the project's own wire readers (``contextfold.transcripts``), then
 counted with the counter's ``count_request`` (system text + tool definitions + messages, with its
 chat-template overhead). The counter is Anthropic's family counter (o200k scaled by the measured
 Claude ratio) for the messages API and o200k itself for chat completions, unless one is given.
@@ -43,11 +43,11 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from contextfold.formats import from_anthropic, from_openai
-from contextfold.formats._common import tool_specs
-from contextfold.formats.anthropic import from_anthropic_message
 from contextfold.messages import Message
-from contextfold.tokens import TokenCounter, counter_for
+from contextfold.tokens.counters import TokenCounter, counter_for
+from contextfold.wire import from_anthropic, from_openai
+from contextfold.wire.anthropic import from_anthropic_message
+from contextfold.wire.values import tool_specs
 
 __all__ = [
     "Protocol",

@@ -27,7 +27,7 @@ from contextfold.compaction.summary import SECTION_NAMES
 from contextfold.engine._recovery import RefusedRequest
 from contextfold.events import MemorySink, OverflowRecovered, SummarizerFellBack
 from contextfold.providers import ChatRequest, ChatResponse, OpenAIChat, RetryPolicy
-from contextfold.tools import ToolSpec
+from contextfold.tools.deferral import ToolSpec
 from tests.real_model.conftest import LlamaServerFactory
 
 REPLY_TOKENS = 8

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from contextfold import Message, ProviderError, ToolCallPart, ToolResultPart
-from contextfold.models import Provider
-from contextfold.normalize import history_rules_for, repair
+from contextfold.history.repair import history_rules_for, repair
+from contextfold.model_registry import Provider
 from contextfold.providers import ChatRequest, OpenAIChat, RetryPolicy
 from tests.real_model.conftest import LlamaServerFactory
 

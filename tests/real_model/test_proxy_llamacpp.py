@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from contextfold.engine import ContextEngine
-from contextfold.models import ModelInfo
+from contextfold.model_registry import ModelInfo
 from contextfold.proxy import ProxyConfig, create_app
 from contextfold.store import open_store
 from tests.proxy.servers import serve

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from contextfold.formats import Transcript, load_transcript, load_transcripts
 from contextfold.replay import TranscriptReplay, replay_transcript
+from contextfold.transcripts import Transcript, load_transcript, load_transcripts
 from tests.conftest import shared_path
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "coding_session.json"

@@ -8,11 +8,11 @@ import pytest
 
 from contextfold.engine import ContextEngine, ContextPolicy
 from contextfold.messages import Message
-from contextfold.models import ModelInfo, default_registry
+from contextfold.model_registry import ModelInfo, default_registry
 from contextfold.replay import PrefixMeter, PrefixReuse, input_cost
 from contextfold.replay.cache import request_segments
 from contextfold.store import SQLiteVersionWarning
-from contextfold.tokens import HeuristicCounter
+from contextfold.tokens.counters import HeuristicCounter
 
 
 def test_identical_requests_reuse_everything_and_a_change_cuts_the_prefix() -> None:

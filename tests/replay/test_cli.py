@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from contextfold._exceptions import UnknownModelError
 from contextfold.cli import app
+from contextfold.errors import UnknownModelError
 from tests.conftest import shared_path
 from tests.replay.conftest import EXAMPLE, coding_session
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from contextfold.formats import load_transcript
 from contextfold.replay import replay
-from contextfold.tokens import counter_for
+from contextfold.tokens.counters import counter_for
+from contextfold.transcripts import load_transcript
 from tests.formats.test_claude_code import reply, user
 from tests.formats.writers import write_jsonl
 

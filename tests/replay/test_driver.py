@@ -9,8 +9,7 @@ from dataclasses import replace
 import pytest
 
 from contextfold.engine.policy import ContextPolicy
-from contextfold.formats import Transcript
-from contextfold.models import default_registry
+from contextfold.model_registry import default_registry
 from contextfold.replay import (
     ANTHROPIC_PRICE_MODEL,
     DEFAULT_PRESETS,
@@ -22,6 +21,7 @@ from contextfold.replay import (
     replay_transcript,
 )
 from contextfold.replay.records import EDIT_KINDS
+from contextfold.transcripts import Transcript
 
 WINDOW = 32_000
 

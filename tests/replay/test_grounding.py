@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.baselines import BASELINE_SLIDING, replay_method
-from contextfold.formats import Transcript, load_transcript
 from contextfold.messages import Message, Meta, SummaryPart, ToolCallPart, ToolResultPart
-from contextfold.models import default_registry
+from contextfold.model_registry import default_registry
 from contextfold.replay import replay
 from contextfold.replay.grounding import (
     GroundingPlan,
@@ -28,7 +27,8 @@ from contextfold.replay.grounding import (
     is_failed_result,
 )
 from contextfold.replay.probes import STATUSES, ViewText
-from contextfold.tokens import counter_for
+from contextfold.tokens.counters import counter_for
+from contextfold.transcripts import Transcript, load_transcript
 from tests.replay.conftest import coding_session
 
 CONFIG = "src/app/config.py"

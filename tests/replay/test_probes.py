@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from contextfold.formats import RecordedCompaction, Transcript, load_transcript
 from contextfold.messages import Message, Meta, SummaryPart, ToolCallPart, ToolResultPart
 from contextfold.replay import check_retention, original_view, probes_for
 from contextfold.replay.probes import task_probe_text
+from contextfold.transcripts import RecordedCompaction, Transcript, load_transcript
 from tests.compaction.harness_session import COMMAND_TYPED, write_harness_session
 
 ERROR = "ValueError: slug must not be empty"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from contextfold.formats import Transcript, load_transcript
 from contextfold.replay import TranscriptReplay, render_report, replay_transcript, write_report
 from contextfold.replay.probes import PROBE_KINDS, Retention
+from contextfold.transcripts import Transcript, load_transcript
 from tests.conftest import shared_path
 from tests.replay.browser import chromium, run_chromium
 

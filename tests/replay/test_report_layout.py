@@ -16,7 +16,6 @@ import pytest
 from typer.testing import CliRunner
 
 from contextfold.cli import app
-from contextfold.formats import Transcript, load_transcript
 from contextfold.replay import (
     EditMark,
     ReplayRun,
@@ -28,6 +27,7 @@ from contextfold.replay import (
 )
 from contextfold.replay._svg import IDENTICAL_OFFSET, context_chart
 from contextfold.replay.records import OriginalAgent
+from contextfold.transcripts import Transcript, load_transcript
 from tests.conftest import shared_path
 from tests.replay.browser import chromium, measure, screenshot
 from tests.replay.conftest import EXAMPLE, coding_session

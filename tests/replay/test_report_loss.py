@@ -9,9 +9,9 @@ from html import unescape
 
 import pytest
 
-from contextfold.formats import Transcript, load_transcript
 from contextfold.replay import TranscriptReplay, render_report, replay_transcript
 from contextfold.replay.records import LossMark
+from contextfold.transcripts import Transcript, load_transcript
 from tests.conftest import shared_path
 
 ROW = re.compile(

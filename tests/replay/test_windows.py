@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from contextfold.formats import load_transcript
 from contextfold.replay import replay_transcript
 from contextfold.replay.records import WINDOW_NOTE_RATIO
+from contextfold.transcripts import load_transcript
 from tests.conftest import shared_path
 from tests.formats.test_claude_code import reply, user
 from tests.formats.writers import write_jsonl

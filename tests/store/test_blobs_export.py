@@ -8,9 +8,9 @@ import json
 import pytest
 
 from contextfold import RefNotFoundError
-from contextfold._blobs import blob_info
 from contextfold.edits import MaskEdit, ReplacedResult, edit_from_dict
 from contextfold.messages import Message
+from contextfold.outputs.blobs import blob_info
 from contextfold.store import SessionStore
 
 from .conftest import StoreTarget

@@ -21,7 +21,7 @@ import pytest
 from contextfold.edits import MaskEdit, ReplacedResult, SummarizeEdit
 from contextfold.messages import Message, SummaryPart
 from contextfold.store import open_store
-from contextfold.store._replay import replay
+from contextfold.store.view_rebuild import replay
 
 from .conftest import StoreTarget
 from .helpers import fork, tool_turn

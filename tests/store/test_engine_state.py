@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from contextfold._exceptions import SessionNotFoundError
+from contextfold.errors import SessionNotFoundError
 from contextfold.store import LATEST_VERSION, SessionStore, _schema
 
 from .conftest import StoreTarget

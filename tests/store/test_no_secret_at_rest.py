@@ -218,9 +218,9 @@ def test_no_secret_reaches_the_chat_history(
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput
 
-    from contextfold._paths import data_dir
     from contextfold.cli._repl import HISTORY_FILE
     from contextfold.cli.chat import chat
+    from contextfold.paths import data_dir
 
     project = tmp_path / "project"
     project.mkdir()

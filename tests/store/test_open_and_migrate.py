@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from contextfold import SchemaVersionError, StoreError, UsageError
-from contextfold._paths import default_store_path
+from contextfold.paths import default_store_path
 from contextfold.store import LATEST_VERSION, SQLiteStore, _schema, open_store
 
 from .conftest import StoreTarget

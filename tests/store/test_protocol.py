@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from contextfold import UsageError
-from contextfold._blobs import BlobInfo
 from contextfold.cli._store import browsable
 from contextfold.edits import ContextEdit
 from contextfold.messages import Message
+from contextfold.outputs.blobs import BlobInfo
 from contextfold.store import (
     BrowsableSessionStore,
     LoadedView,

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from contextfold._exceptions import SessionNotFoundError
+from contextfold.errors import SessionNotFoundError
 from tests.store.conftest import StoreTarget
 
 

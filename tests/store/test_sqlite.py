@@ -13,7 +13,7 @@ import pytest
 
 from contextfold import ConfigError, ContextEngine, StoreCorruptError, StoreError
 from contextfold.messages import Message
-from contextfold.models import ModelInfo
+from contextfold.model_registry import ModelInfo
 from contextfold.store import SQLiteStore, SQLiteVersionWarning, open_store
 from contextfold.store import sqlite as sqlite_module
 

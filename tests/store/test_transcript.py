@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextfold import ConcurrentWriteError, SessionNotFoundError, UsageError
-from contextfold._exceptions import MessageNotFoundError
 from contextfold.edits import ArchiveEdit, MaskEdit, ReplacedResult, SummarizeEdit
+from contextfold.errors import MessageNotFoundError
 from contextfold.messages import Message, SummaryPart
 from contextfold.store import SessionStore
 from tests.strategies import messages as any_message

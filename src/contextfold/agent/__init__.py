@@ -2,6 +2,7 @@
 
 Run a model with the coding tools on an engine session until it answers::
 
+
     from contextfold import ContextEngine
     from contextfold.agent import ApprovalPolicy, coding_toolbox, run_agent
 

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from contextfold.agent._outcome import ToolError
-from contextfold.agent._text import numbered
+from contextfold.agent.text import numbered
 
 __all__ = ["EditPlan", "describe_ranges", "plan_edit"]
 

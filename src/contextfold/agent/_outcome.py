@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextfold._exceptions import ContextfoldError
+from contextfold.errors import ContextfoldError
 from contextfold.messages import ToolCallPart, ToolResultPart
 
 __all__ = ["ToolError", "ToolOutcome"]

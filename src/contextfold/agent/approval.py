@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias, get_args
 
-from contextfold._exceptions import ConfigError, UsageError
 from contextfold.agent._outcome import ToolError
+from contextfold.errors import ConfigError, UsageError
 
 __all__ = [
     "ApprovalCallback",

@@ -15,7 +15,8 @@ from typing import IO, Any
 
 from contextfold.agent._edit import EditPlan, describe_ranges, plan_edit
 from contextfold.agent._outcome import ToolError, ToolOutcome
-from contextfold.agent._text import (
+from contextfold.agent.approval import ApprovalPolicy
+from contextfold.agent.text import (
     LINE_NUMBER_WIDTH,
     human_size,
     line_count,
@@ -23,7 +24,6 @@ from contextfold.agent._text import (
     plural,
     require_text_file,
 )
-from contextfold.agent.approval import ApprovalPolicy
 from contextfold.agent.workspace import BINARY_SNIFF_BYTES, Workspace, looks_binary
 from contextfold.tool_spec import ToolSpec
 

@@ -28,19 +28,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
-from contextfold._exceptions import ContextfoldError, ContextOverflowError
 from contextfold.agent.toolbox import Toolbox
-from contextfold.engine.session import Session, SystemPrompt
-from contextfold.events import CallbackSink, Event
-from contextfold.messages import ToolCallPart, ToolResultPart
-from contextfold.providers.base import ChatModel
-from contextfold.providers.types import (
+from contextfold.chat import (
     ChatRequest,
     ChatResponse,
     StreamDone,
     TextDelta,
     ThinkingDelta,
 )
+from contextfold.engine.session import Session, SystemPrompt
+from contextfold.errors import ContextfoldError, ContextOverflowError
+from contextfold.events import CallbackSink, Event
+from contextfold.messages import ToolCallPart, ToolResultPart
+from contextfold.providers.base import ChatModel
 from contextfold.tool_spec import ToolSpec
 
 __all__ = [

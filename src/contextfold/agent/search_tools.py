@@ -19,8 +19,8 @@ from typing import Any
 import regex
 
 from contextfold.agent._outcome import ToolError, ToolOutcome
-from contextfold.agent._text import human_size, plural
 from contextfold.agent._walk import compile_glob, walk_files
+from contextfold.agent.text import human_size, plural
 from contextfold.agent.workspace import BINARY_SNIFF_BYTES, Workspace, is_noise_dir, looks_binary
 from contextfold.tool_spec import ToolSpec
 

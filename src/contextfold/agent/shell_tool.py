@@ -28,12 +28,12 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
-from contextfold._exceptions import ConfigError
 from contextfold.agent._environment import CREDENTIAL_ENV_PATTERNS, without_credentials
 from contextfold.agent._outcome import ToolError, ToolOutcome
-from contextfold.agent._text import human_size
 from contextfold.agent.approval import ApprovalPolicy
+from contextfold.agent.text import human_size
 from contextfold.agent.workspace import Workspace
+from contextfold.errors import ConfigError
 from contextfold.tool_spec import ToolSpec
 
 __all__ = [

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeAlias
 
-from contextfold._exceptions import UsageError
 from contextfold.agent._arguments import parse_arguments, validate_arguments
 from contextfold.agent._outcome import ToolError, ToolOutcome
+from contextfold.errors import UsageError
 from contextfold.messages import ToolCallPart, ToolResultPart
 from contextfold.tool_spec import ToolSpec
 

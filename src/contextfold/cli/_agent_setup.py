@@ -19,7 +19,6 @@ from typing import Annotated, Any
 
 import typer
 
-from contextfold._exceptions import ConfigError
 from contextfold.agent import (
     DEFAULT_MAX_STEPS,
     DEFAULT_SYSTEM_PROMPT,
@@ -40,9 +39,10 @@ from contextfold.compaction import (
 )
 from contextfold.config import Settings, load_settings
 from contextfold.engine import ContextEngine, ContextPolicy, Session
+from contextfold.errors import ConfigError
 from contextfold.events import EventSink
-from contextfold.instructions import DEFAULT_MAX_BYTES, InstructionsLoader
-from contextfold.models import ModelInfo, default_registry, model_for_window, provider_named
+from contextfold.model_registry import ModelInfo, default_registry, model_for_window, provider_named
+from contextfold.prompt.instructions import DEFAULT_MAX_BYTES, InstructionsLoader
 from contextfold.providers import ChatModel, model_from_name, served_window
 from contextfold.store import SessionStore, open_store
 

@@ -11,8 +11,8 @@ import typer
 from typer.core import TyperCommand, TyperGroup, TyperOption
 from typer.models import CommandFunctionType as CommandFunction
 
-from contextfold._exceptions import ContextfoldError
 from contextfold._version import __version__
+from contextfold.errors import ContextfoldError
 
 
 def _listed_as_flag(option: TyperOption | None) -> TyperOption | None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from prompt_toolkit.history import FileHistory
 
-from contextfold._private_files import PRIVATE_FILE_MODE, make_private_dir, open_private
-from contextfold.redaction import redact_text
+from contextfold.private_files import PRIVATE_FILE_MODE, make_private_dir, open_private
+from contextfold.redaction.redactor import redact_text
 
 __all__ = ["PrivateFileHistory"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from contextfold.agent._text import human_size
+from contextfold.agent.text import human_size
 from contextfold.events import (
     CompactionFailed,
     CompactionFinished,
@@ -34,7 +34,7 @@ from contextfold.events import (
     ToolsDeferred,
     Trigger,
 )
-from contextfold.loss import event_line
+from contextfold.retention.loss import event_line
 
 __all__ = [
     "BACKGROUND_TRIGGER",

@@ -22,8 +22,6 @@ from prompt_toolkit.styles import Style
 from rich.console import Console
 from rich.markup import escape
 
-from contextfold._exceptions import ContextfoldError, ProviderError
-from contextfold._paths import data_dir
 from contextfold.agent import run_agent
 from contextfold.budget import Zone
 from contextfold.cli._agent_setup import Agent
@@ -36,7 +34,9 @@ from contextfold.cli._printer import TranscriptPrinter
 from contextfold.cli._render import plural, shorten
 from contextfold.cli._slash import COMMANDS, ChatState, run_slash
 from contextfold.engine import Session
+from contextfold.errors import ContextfoldError, ProviderError
 from contextfold.events import Event, LossReported
+from contextfold.paths import data_dir
 
 __all__ = ["HISTORY_FILE", "LOSS_PAUSE_LISTED", "ChatRepl", "EventRelay"]
 

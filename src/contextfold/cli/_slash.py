@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.markup import escape
 
-from contextfold._exceptions import UsageError
 from contextfold.agent import Toolbox, restart_session
 from contextfold.cli._meter import MeterTracker, bar
 from contextfold.cli._printer import TranscriptPrinter, describe_call, print_wrapped
@@ -20,8 +19,9 @@ from contextfold.cli._render import format_int, format_time, printable, shorten
 from contextfold.cli._store import browsable
 from contextfold.compaction import CompactResult, recent_window_start
 from contextfold.engine import Session
+from contextfold.errors import UsageError
 from contextfold.messages import Message, SummaryPart
-from contextfold.tools import COMPACT_CONTEXT_TOOL, READ_RESULT_TOOL
+from contextfold.tools.deferral import COMPACT_CONTEXT_TOOL, READ_RESULT_TOOL
 
 __all__ = ["COMMANDS", "ChatState", "SlashCommand", "manual_compaction_report", "run_slash"]
 

@@ -19,19 +19,19 @@ from typing import Annotated, Any
 
 import typer
 
-from contextfold._exceptions import StoreError, UsageError
-from contextfold._paths import default_store_path
 from contextfold.cli._render import print_error
 from contextfold.config import Settings, load_settings
+from contextfold.errors import StoreError, UsageError
+from contextfold.paths import default_store_path
 from contextfold.store import (
     BrowsableSessionStore,
     SessionStore,
     SQLiteVersionWarning,
     open_store,
 )
-from contextfold.store._sqlite_paths import write_problem
 from contextfold.store.postgres import redact_url
 from contextfold.store.sqlite import wal_reset_explanation
+from contextfold.store.sqlite_paths import write_problem
 
 __all__ = [
     "WAL_RESET_ENV",

@@ -4,8 +4,8 @@ and the window learned from a provider.
 The engine saves its state in the store (``save_engine_state``) so a resumed session goes on where
 it stopped; ``sessions show`` and ``inspect`` read it without resuming (``load_engine_state``).
 The figures are read back through the classes that wrote them
-(:class:`~contextfold._usage.UsageTracker`,
-:func:`~contextfold.engine._window.stored_learned_window`), so this module never re-parses
+(:class:`~contextfold.usage.UsageTracker`,
+:func:`~contextfold.engine.learned_window.stored_learned_window`), so this module never re-parses
 their format.
 """
 
@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from contextfold._usage import UsageTracker
 from contextfold.cli._render import plural
-from contextfold.engine._window import stored_learned_window
-from contextfold.models import ModelInfo
+from contextfold.engine.learned_window import stored_learned_window
+from contextfold.model_registry import ModelInfo
+from contextfold.usage import UsageTracker
 
 __all__ = ["StoredUsage", "learned_window_line"]
 

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from contextfold.formats.transcript import Transcript
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -22,8 +21,8 @@ from contextfold.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from contextfold.models import ModelInfo, ModelRegistry
-from contextfold.tokens import (
+from contextfold.model_registry import ModelInfo, ModelRegistry
+from contextfold.tokens.counters import (
     IMAGE_TOKENS,
     IMAGE_TOKENS_LOW_DETAIL,
     ChatTemplate,
@@ -31,6 +30,7 @@ from contextfold.tokens import (
     TokenCounter,
     counter_for,
 )
+from contextfold.transcripts.transcript import Transcript
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -248,7 +248,7 @@ def _add_parts(message: Message, counter: TokenCounter, by_kind: dict[str, int])
 
 
 def _image_tokens(part: ImagePart) -> int:
-    # The flat figures every counter charges (contextfold.tokens).
+    # The flat figures every counter charges (contextfold.tokens.counters).
     return IMAGE_TOKENS_LOW_DETAIL if part.detail == "low" else IMAGE_TOKENS
 
 

@@ -13,9 +13,9 @@ from typing import Annotated, TypeAlias
 
 import typer
 
-from contextfold._exceptions import FormatError
 from contextfold.cli import _render
-from contextfold.formats import Transcript, iter_transcripts
+from contextfold.errors import FormatError
+from contextfold.transcripts import Transcript, iter_transcripts
 
 __all__ = ["MAX_WARNINGS_SHOWN", "TRANSCRIPT_SUFFIXES", "TranscriptPaths", "read_transcripts"]
 

@@ -8,19 +8,19 @@ from typing import Annotated, Any
 
 import typer
 
-from contextfold._exceptions import UsageError
-from contextfold._paths import default_store_path
 from contextfold.budget import MAX_OUTPUT_RESERVE_SHARE, Thresholds
 from contextfold.cli import _render
 from contextfold.cli._app import CommandGroup
 from contextfold.cli._render import JsonFlag
 from contextfold.compaction import ExtractiveSummarizer
 from contextfold.compaction.restart import RestartPolicy
-from contextfold.compaction.window import RecentWindow
 from contextfold.config import API_KEY_ENV_VARS, SETTINGS, Settings, load_settings
 from contextfold.engine import ContextEngine, ContextPolicy
-from contextfold.instructions import DEFAULT_MAX_BYTES as INSTRUCTIONS_MAX_BYTES
-from contextfold.outputs import OutputLimits
+from contextfold.errors import UsageError
+from contextfold.history.turns import RecentWindow
+from contextfold.outputs.intake import OutputLimits
+from contextfold.paths import default_store_path
+from contextfold.prompt.instructions import DEFAULT_MAX_BYTES as INSTRUCTIONS_MAX_BYTES
 from contextfold.store.postgres import redact_url
 from contextfold.store.sqlite import SQLiteStore
 

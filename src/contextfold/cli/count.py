@@ -10,7 +10,6 @@ import typer
 from rich.padding import Padding
 from rich.table import Table
 
-from contextfold._exceptions import FormatError
 from contextfold.cli import _render
 from contextfold.cli._render import JsonFlag
 from contextfold.cli._tally import (
@@ -23,8 +22,9 @@ from contextfold.cli._tally import (
 )
 from contextfold.cli._transcripts import TranscriptPaths, read_transcripts
 from contextfold.config import Settings, load_settings
-from contextfold.formats.transcript import Transcript
-from contextfold.models import ModelRegistry, default_registry
+from contextfold.errors import FormatError
+from contextfold.model_registry import ModelRegistry, default_registry
+from contextfold.transcripts.transcript import Transcript
 
 __all__ = ["count"]
 

@@ -26,7 +26,7 @@ from rich.console import Console
 
 import contextfold
 from contextfold.agent import run_agent
-from contextfold.agent._text import human_size
+from contextfold.agent.text import human_size
 from contextfold.cli import _render
 from contextfold.cli._agent_setup import Agent, build_agent
 from contextfold.cli._demo_script import (
@@ -50,7 +50,7 @@ from contextfold.events import (
     OutputTruncated,
     TokenUsage,
 )
-from contextfold.models import ModelInfo
+from contextfold.model_registry import ModelInfo
 from contextfold.providers import ChatResponse, ScriptedModel
 from contextfold.store import SessionStore, open_store
 

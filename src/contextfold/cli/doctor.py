@@ -15,17 +15,17 @@ from typing import Literal
 
 import typer
 
-from contextfold._exceptions import ContextfoldError
-from contextfold._paths import config_dir, data_dir, default_store_path
-from contextfold._tokenizers import ENCODINGS
 from contextfold._version import __version__
 from contextfold.cli import _render
 from contextfold.cli._render import JsonFlag
 from contextfold.cli._store import WAL_RESET_SETTING, WAL_RESET_SILENCE, warn_wal_reset
 from contextfold.config import API_KEY_ENV_VARS, PROJECT_FILE_NAME, USER_FILE_NAME, load_settings
+from contextfold.errors import ContextfoldError
+from contextfold.paths import config_dir, data_dir, default_store_path
 from contextfold.store.postgres import DATABASE_URL_ENV, redact_url
 from contextfold.store.sqlite import has_wal_reset_bug, wal_reset_explanation
-from contextfold.tokens import TiktokenCounter
+from contextfold.tokens.counters import TiktokenCounter
+from contextfold.tokens.tokenizers import ENCODINGS
 
 __all__ = ["OPTIONAL_PACKAGES", "Check", "doctor", "run_checks"]
 

@@ -33,11 +33,11 @@ from contextfold.cli._store import (
 from contextfold.cli._stored_state import learned_window_line
 from contextfold.compaction.pipeline import replaced_by
 from contextfold.edits import ContextEdit, MaskEdit, edit_action
-from contextfold.engine._window import stored_learned_window
-from contextfold.loss import count_line
+from contextfold.engine.learned_window import stored_learned_window
 from contextfold.messages import Message
+from contextfold.retention.loss import count_line
 from contextfold.store import BrowsableSessionStore, EditRecord, EventRecord, SessionInfo
-from contextfold.store._replay import replay
+from contextfold.store.view_rebuild import replay
 
 __all__ = ["build_timeline", "inspect"]
 
@@ -55,7 +55,9 @@ _OTHER_NAMES = {
 }
 """How the summary line names each notable event kind (followed by its count)."""
 _LOSS_COUNTS = ("in_summary", "pinned", "in_ledger", "behind_ref", "lost")
-"""The counts of a ``loss_reported`` event, as :func:`contextfold.loss.count_line` takes them."""
+"""The counts of a ``loss_reported`` event, as :func:`contextfold.retention.loss.count_line` takes
+them."""
+
 NUMBERING_NOTE = (
     "call: the number of the model call in this session (1 = the first); edits and compactions "
     "are listed where they happened, between calls"

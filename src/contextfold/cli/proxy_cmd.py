@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from contextfold._exceptions import ConfigError, UsageError
 from contextfold.cli._store import StoreLocation, print_store_warnings, store_location
+from contextfold.errors import ConfigError, UsageError
 from contextfold.store import SQLiteVersionWarning, open_store
 
 __all__ = ["proxy"]

@@ -9,13 +9,13 @@ from typing import Annotated, Any
 
 import typer
 
-from contextfold._exceptions import ContextfoldError, FormatError
 from contextfold.cli import _render
 from contextfold.cli._render import JsonFlag
 from contextfold.cli._replay_table import print_table
 from contextfold.cli._transcripts import TranscriptPaths, read_transcripts
 from contextfold.compaction import PRESETS, PresetName
-from contextfold.models import default_registry
+from contextfold.errors import ContextfoldError, FormatError
+from contextfold.model_registry import default_registry
 from contextfold.replay import (
     DEFAULT_PRESETS,
     TranscriptReplay,

@@ -13,8 +13,6 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from contextfold._exceptions import UsageError
-from contextfold._private_files import open_private
 from contextfold.cli import _render
 from contextfold.cli._app import CommandGroup
 from contextfold.cli._render import JsonFlag
@@ -28,10 +26,12 @@ from contextfold.cli._store import (
 )
 from contextfold.cli._stored_state import StoredUsage, learned_window_line
 from contextfold.edits import ContextEdit, MaskEdit, SummarizeEdit
-from contextfold.engine._window import stored_learned_window
+from contextfold.engine.learned_window import stored_learned_window
+from contextfold.errors import UsageError
 from contextfold.messages import Message, SummaryPart
-from contextfold.proxy._sessions import METADATA_KEY as PROXY_METADATA_KEY
-from contextfold.proxy._sessions import proxy_figures
+from contextfold.private_files import open_private
+from contextfold.proxy.sessions import METADATA_KEY as PROXY_METADATA_KEY
+from contextfold.proxy.sessions import proxy_figures
 from contextfold.store import EditRecord, SessionInfo, Snapshot
 
 __all__ = ["DEFAULT_LIST_LIMIT", "LAST_MESSAGES", "SUMMARY_PREVIEW_LINES", "app", "describe"]

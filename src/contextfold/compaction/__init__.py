@@ -46,9 +46,7 @@ happened in one line for a person (``compacted 14 of 48 messages (summarized 12,
 from __future__ import annotations
 
 from contextfold.compaction._context import CompactionContext
-from contextfold.compaction._facts import Fact, SessionFacts, ToolAction, extract_facts
 from contextfold.compaction._llm import LLMSummarizer
-from contextfold.compaction._protocols import BlobStore, TokenCounter
 from contextfold.compaction._shrink import ShrinkToFit
 from contextfold.compaction.background import BackgroundCompactor
 from contextfold.compaction.hygiene import (
@@ -91,8 +89,11 @@ from contextfold.compaction.summary import (
     SummaryCaps,
     SummaryItem,
 )
-from contextfold.compaction.window import RecentWindow, atomic_units, recent_window_start
 from contextfold.events import Trigger
+from contextfold.history.facts import Fact, SessionFacts, ToolAction, extract_facts
+from contextfold.history.turns import RecentWindow, atomic_units, recent_window_start
+from contextfold.outputs.blob_store import BlobStore
+from contextfold.tokens.counter import TokenCounter
 
 __all__ = [
     "DEFAULT_MIN_PROGRESS",

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from contextfold.compaction._protocols import BlobStore, TokenCounter
 from contextfold.compaction.summary import ExtractiveSummarizer, Summarizer
-from contextfold.compaction.window import RecentWindow, recent_window_start
 from contextfold.events import Event
+from contextfold.history.turns import RecentWindow, recent_window_start
 from contextfold.messages import Message, ToolResultPart
+from contextfold.outputs.blob_store import BlobStore
+from contextfold.tokens.counter import TokenCounter
 
 __all__ = ["CompactionContext"]
 

@@ -15,9 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from contextfold._harness_notes import is_harness_note
 from contextfold.compaction._context import CompactionContext
-from contextfold.compaction._facts import ToolAction, extract_facts
 from contextfold.compaction._results import result_slots
 from contextfold.compaction._summarize import with_refs
 from contextfold.compaction.summary import (
@@ -25,8 +23,10 @@ from contextfold.compaction.summary import (
     SummaryItem,
     summary_from_facts,
 )
-from contextfold.compaction.window import atomic_units, is_user_turn, task_index
 from contextfold.edits import ContextEdit, SummarizeEdit
+from contextfold.history.facts import ToolAction, extract_facts
+from contextfold.history.harness_notes import is_harness_note
+from contextfold.history.turns import atomic_units, is_user_turn, task_index
 from contextfold.messages import Message, Meta, SummaryPart
 
 __all__ = [

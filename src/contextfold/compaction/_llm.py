@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from contextfold._exceptions import ContextOverflowError
+from contextfold.chat import ChatRequest, SystemBlock
 from contextfold.compaction.summary import (
     SECTION_NAMES,
     ExtractiveSummarizer,
@@ -46,12 +46,12 @@ from contextfold.compaction.summary import (
     SummaryCaps,
     present_sections,
 )
+from contextfold.errors import ContextOverflowError
 from contextfold.events import SummarizerFellBack
 from contextfold.messages import Message, SummaryPart
-from contextfold.models import ModelInfo, default_registry
+from contextfold.model_registry import ModelInfo, default_registry
 from contextfold.providers.base import ChatModel
-from contextfold.providers.types import ChatRequest, SystemBlock
-from contextfold.tokens import TokenCounter, counter_for
+from contextfold.tokens.counters import TokenCounter, counter_for
 
 __all__ = [
     "DEFAULT_LLM_ESTIMATE_MARGIN",

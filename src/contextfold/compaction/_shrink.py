@@ -31,13 +31,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from contextfold._blobs import REF_HEX_DIGITS, REF_PREFIX
-from contextfold._truncate import OutputLimits, truncate_head_tail
 from contextfold.compaction._context import CompactionContext
 from contextfold.compaction._results import shows_placeholder
 from contextfold.compaction.summary import StructuredSummary, SummaryCaps
-from contextfold.compaction.window import task_index
 from contextfold.edits import DROP_NOTE_KIND, ContextEdit, SummarizeEdit
+from contextfold.history.turns import task_index
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -48,7 +46,9 @@ from contextfold.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from contextfold.outputs import placeholder_for
+from contextfold.outputs.blobs import REF_HEX_DIGITS, REF_PREFIX
+from contextfold.outputs.intake import placeholder_for
+from contextfold.outputs.truncate import OutputLimits, truncate_head_tail
 
 __all__ = ["MIN_SHARE_TOKENS", "SHRUNK_FLAG", "ShrinkToFit", "cut_text", "was_cut"]
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass, replace
 
 from contextfold.compaction._context import CompactionContext
 from contextfold.compaction.summary import StructuredSummary, SummaryItem, summary_message
-from contextfold.compaction.window import last_user_index, task_index
 from contextfold.edits import ContextEdit, DropEdit, SummarizeEdit
 from contextfold.events import SummarizerFellBack
+from contextfold.history.turns import last_user_index, task_index
 from contextfold.messages import Message, Part, SummaryPart, ToolResultPart
 
 __all__ = ["Summarize", "with_refs"]

@@ -28,12 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contextfold._graphemes import floor_boundary
-from contextfold._placeholders import PATH_KEYS, superseded_placeholder
 from contextfold.compaction._context import CompactionContext
-from contextfold.compaction._facts import ToolAction, tool_actions
 from contextfold.compaction._results import ResultSlot, is_placeholder, result_slots
-from contextfold.compaction.window import last_user_index
 from contextfold.edits import (
     ClearedThinking,
     ContextEdit,
@@ -41,8 +37,12 @@ from contextfold.edits import (
     ReplacedArguments,
     ReplacedResult,
 )
+from contextfold.history.facts import ToolAction, tool_actions
+from contextfold.history.turns import last_user_index
 from contextfold.messages import Message, Meta, TextPart, ThinkingPart, ToolCallPart
-from contextfold.redaction import redact_text
+from contextfold.outputs.graphemes import floor_boundary
+from contextfold.outputs.placeholders import PATH_KEYS, superseded_placeholder
+from contextfold.redaction.redactor import redact_text
 
 __all__ = [
     "FILE_RESTORE_FLAG",
@@ -140,7 +140,7 @@ def file_reads(view: Sequence[Message]) -> list[FileRead]:
     """Every tool result of ``view`` that read exactly one file, oldest first.
 
     What counts as a read, and which file, is what the summary's fact extraction says
-    (:func:`~contextfold.compaction._facts.tool_actions`): named read tools and shell readers.
+    (:func:`~contextfold.history.facts.tool_actions`): named read tools and shell readers.
     """
     reads: list[FileRead] = []
     for slot in result_slots(view):

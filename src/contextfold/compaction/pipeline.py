@@ -20,9 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import ClassVar, Literal, TypeAlias
 
-from contextfold._exceptions import ConfigError
 from contextfold.compaction._context import CompactionContext
-from contextfold.compaction._protocols import TokenCounter
 from contextfold.compaction._shrink import ShrinkToFit
 from contextfold.compaction.hygiene import RestoreFiles, hygiene_strategies
 from contextfold.compaction.restart import RestartPolicy
@@ -38,8 +36,10 @@ from contextfold.compaction.strategies import (
 )
 from contextfold.compaction.summary import StructuredSummary
 from contextfold.edits import ContextEdit, EditAction, SummarizeEdit, apply_edit, edit_action
+from contextfold.errors import ConfigError
 from contextfold.events import Event, SummarizerFellBack
 from contextfold.messages import Message, SummaryPart
+from contextfold.tokens.counter import TokenCounter
 
 __all__ = [
     "DEFAULT_MIN_PROGRESS",

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from contextfold.compaction._protocols import TokenCounter
 from contextfold.compaction.summary import StructuredSummary, summary_message
-from contextfold.compaction.window import (
+from contextfold.history.turns import (
     DEFAULT_RECENT_MAX_SHARE,
     atomic_units,
     recent_window_start,
@@ -22,6 +21,7 @@ from contextfold.compaction.window import (
     turn_starts,
 )
 from contextfold.messages import Message, MessageKind, Meta, SummaryPart
+from contextfold.tokens.counter import TokenCounter
 
 __all__ = [
     "DEFAULT_CARRY_TURNS",

@@ -32,13 +32,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from contextfold._blobs import REF_PATTERN
-from contextfold._truncate import OutputLimits, truncate_head_tail
 from contextfold.compaction._context import CompactionContext
 from contextfold.compaction._digest import ToolResultDigest
 from contextfold.compaction._results import ResultSlot, is_placeholder, result_slots
 from contextfold.compaction._summarize import Summarize
-from contextfold.compaction.window import atomic_units, last_user_index, task_index
 from contextfold.edits import (
     DROP_NOTE_KIND,
     ClearedThinking,
@@ -51,8 +48,11 @@ from contextfold.edits import (
     apply_edit,
 )
 from contextfold.events import ObservationsMasked
+from contextfold.history.turns import atomic_units, last_user_index, task_index
 from contextfold.messages import Message, Meta, SummaryPart
-from contextfold.outputs import placeholder_for
+from contextfold.outputs.blobs import REF_PATTERN
+from contextfold.outputs.intake import placeholder_for
+from contextfold.outputs.truncate import OutputLimits, truncate_head_tail
 
 __all__ = [
     "DEFAULT_CLEAR_KEEP",

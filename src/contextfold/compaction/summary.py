@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, TypeAlias, get_args
 
-from contextfold.compaction._facts import Fact, SessionFacts, extract_facts
+from contextfold.history.facts import Fact, SessionFacts, extract_facts
 from contextfold.messages import Message, MessageKind, Meta, SummaryPart
 
 __all__ = [

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from contextfold._exceptions import ContextOverflowError
 from contextfold.compaction import CompactionContext, CompactResult, MaskObservations
 from contextfold.engine._core import SessionCore
 from contextfold.engine._measure import Measurement
@@ -23,6 +22,7 @@ from contextfold.engine._restart import restart
 from contextfold.engine._schedule import compacts_early, expectation, open_settlement
 from contextfold.engine._writer import PendingBlobs
 from contextfold.engine._zones import ZoneAction, decide
+from contextfold.errors import ContextOverflowError
 from contextfold.events import (
     CompactionFailed,
     CompactionFinished,
@@ -30,7 +30,7 @@ from contextfold.events import (
     OverflowRecovered,
     Trigger,
 )
-from contextfold.ledger import token_budget
+from contextfold.retention.ledger import token_budget
 
 __all__ = ["act", "apply_result", "compact_now", "compaction_failed", "min_mask_batch", "recover"]
 

@@ -14,7 +14,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contextfold._usage import UsageTracker
 from contextfold.compaction import BackgroundCompactor
 from contextfold.engine._deps import SessionDeps
 from contextfold.engine._measure import Measurement, measure
@@ -22,16 +21,17 @@ from contextfold.engine._render import build_prompt
 from contextfold.engine._repair import ViewRepairer, closing_results
 from contextfold.engine._sizes import CompactionCounter, ViewSizes
 from contextfold.engine._state import TurnState
-from contextfold.engine._window import SessionWindow
 from contextfold.engine._writer import LineageBlobs, SessionWriter
-from contextfold.estimator import ContextSizeEstimator
+from contextfold.engine.learned_window import SessionWindow
 from contextfold.events import ComponentDegraded, Event
+from contextfold.history.repair import history_rules_for
 from contextfold.messages import Message
-from contextfold.normalize import history_rules_for
-from contextfold.outputs import OutputLimits
-from contextfold.prompt import BuiltPrompt
+from contextfold.outputs.intake import OutputLimits
+from contextfold.prompt.sections import BuiltPrompt
 from contextfold.store import SessionInfo
+from contextfold.tokens.estimator import ContextSizeEstimator
 from contextfold.tool_spec import ToolSpec
+from contextfold.usage import UsageTracker
 
 __all__ = ["SessionCore"]
 

@@ -14,11 +14,11 @@ from contextfold.budget import ContextBudget
 from contextfold.compaction import Compactor, Summarizer
 from contextfold.engine.policy import ContextPolicy
 from contextfold.events import Event, EventBus
-from contextfold.instructions import InstructionsLoader
-from contextfold.models import ModelInfo, Provider
+from contextfold.model_registry import ModelInfo, Provider
+from contextfold.prompt.instructions import InstructionsLoader
 from contextfold.store import SessionStore
-from contextfold.token_counter import TokenCounter
-from contextfold.tools import ToolDeferral
+from contextfold.tokens.counter import TokenCounter
+from contextfold.tools.deferral import ToolDeferral
 
 __all__ = ["SessionDeps"]
 
@@ -29,7 +29,7 @@ class SessionDeps:
 
     ``provider`` is who the requests are rendered for: its cache style (``"anthropic"``
     breakpoints, ``"openai"`` cache key, anything else plain) and its history rules
-    (:func:`~contextfold.normalize.history_rules_for`).
+    (:func:`~contextfold.history.repair.history_rules_for`).
     """
 
     model: ModelInfo

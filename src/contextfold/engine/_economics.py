@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from contextfold.events import Trigger
-from contextfold.models import ModelInfo
+from contextfold.model_registry import ModelInfo
 
 __all__ = [
     "ANTHROPIC_READ_SHARE",

@@ -1,7 +1,8 @@
 """How big the next request is, by component, and which zone that puts it in.
 
 Token figures come in two units. The *estimate* is calibrated on the provider's own reports
-(:class:`~contextfold.estimator.ContextSizeEstimator`) and decides the zone. Compaction counts
+(:class:`~contextfold.tokens.estimator.ContextSizeEstimator`) and decides the zone. Compaction
+counts
 *raw* counter tokens (cached per message), so the targets it gets are converted: a target share
 of the window becomes ``share × window / calibration − the raw fixed part`` (system + tools).
 """
@@ -13,10 +14,10 @@ from dataclasses import dataclass, field
 
 from contextfold.budget import ContextBudget, Thresholds, Zone
 from contextfold.engine._sizes import ViewSizes
-from contextfold.engine._window import SessionWindow
-from contextfold.estimator import Calibration, ContextSizeEstimator
+from contextfold.engine.learned_window import SessionWindow
 from contextfold.messages import Message
-from contextfold.prompt import BuiltPrompt
+from contextfold.prompt.sections import BuiltPrompt
+from contextfold.tokens.estimator import Calibration, ContextSizeEstimator
 from contextfold.tool_spec import ToolSpec
 
 __all__ = ["Measurement", "awareness_note", "measure"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contextfold._chat_template import message_key
-from contextfold._exceptions import ContextOverflowError
 from contextfold.engine.request import PreparedRequest
+from contextfold.errors import ContextOverflowError
+from contextfold.tokens.chat_template import message_key
 
 __all__ = ["ENGINE_PROVIDER", "OVERFLOW_RETRY_SHARE", "RefusedRequest"]
 

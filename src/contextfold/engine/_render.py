@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from contextfold.budget import Zone
+from contextfold.chat import SystemBlock
 from contextfold.engine._deps import SessionDeps
 from contextfold.engine._measure import Measurement
 from contextfold.engine.request import PreparedRequest
-from contextfold.instructions import InstructionsLoader
 from contextfold.messages import Message, Meta, TextPart
-from contextfold.prompt import (
+from contextfold.prompt.instructions import InstructionsLoader
+from contextfold.prompt.sections import (
     BuiltPrompt,
     PromptBuilder,
     PromptSection,
@@ -22,7 +23,6 @@ from contextfold.prompt import (
     plain_prompt,
     render_prompt,
 )
-from contextfold.providers.types import SystemBlock
 from contextfold.tool_spec import ToolSpec
 
 __all__ = [
@@ -46,7 +46,8 @@ NOTE_ID = "context-note"
 
 
 PINS_SECTION = "pins"
-"""Name of the system prompt section holding the session's pins (:mod:`contextfold.pins`)."""
+"""Name of the system prompt section holding the session's pins
+(:mod:`contextfold.retention.pins`)."""
 
 
 def with_pins(system: SystemPrompt, pins_text: str) -> SystemPrompt:
@@ -66,7 +67,8 @@ def with_pins(system: SystemPrompt, pins_text: str) -> SystemPrompt:
 
 
 LEDGER_SECTION = "ledger"
-"""Name of the system prompt section holding the artifact ledger (:mod:`contextfold.ledger`)."""
+"""Name of the system prompt section holding the artifact ledger
+(:mod:`contextfold.retention.ledger`)."""
 
 
 def with_ledger(system: SystemPrompt, ledger_text: str) -> SystemPrompt:

@@ -1,12 +1,12 @@
 """Repairing the view before each request without re-reading the whole history every turn.
 
-:func:`contextfold.normalize.repair` is linear in the view, and the view is checked every turn.
+:func:`contextfold.history.repair.repair` is linear in the view, and the view is checked every turn.
 Between two edits the view only grows at its end, and a view that passed the check ends with
 every call answered, so nothing appended later can change a verdict about what came before.
 :class:`ViewRepairer` therefore checks only the messages appended since the last clean check,
 after a stand-in opening message (the earlier turns opened the conversation), and tests call ids
 for duplicates against the ids it has already seen. Anything unusual (an edit, a problem in the
-new messages) goes through the full :func:`~contextfold.normalize.repair`.
+new messages) goes through the full :func:`~contextfold.history.repair.repair`.
 
 The same holds for a view that needed repairs (a call the tool never answered, after a crash):
 its repaired form ends with every call answered too, so it is kept, and the messages appended
@@ -21,9 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from contextfold._exceptions import HistoryError
-from contextfold.messages import Message, TextPart, ToolCallPart
-from contextfold.normalize import (
+from contextfold.errors import HistoryError
+from contextfold.history.repair import (
     HistoryRules,
     RepairChange,
     RepairReport,
@@ -31,6 +30,7 @@ from contextfold.normalize import (
     synthesized_result,
     validate,
 )
+from contextfold.messages import Message, TextPart, ToolCallPart
 
 __all__ = ["ViewRepairer", "closing_results"]
 
@@ -64,7 +64,7 @@ def closing_results(view: Sequence[Message]) -> list[Message]:
 
 class ViewRepairer:
     """Repairs one session's view to pass ``rules`` (see
-    :func:`~contextfold.normalize.history_rules_for`)."""
+    :func:`~contextfold.history.repair.history_rules_for`)."""
 
     def __init__(self, rules: HistoryRules, count_message: Callable[[Message], int]) -> None:
         """``count_message`` gives a message's raw tokens (the session's, which already knows

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 
 from contextfold.budget import Zone
 from contextfold.compaction import CompactResult, recent_window_start
-from contextfold.compaction.window import task_index
 from contextfold.engine._core import SessionCore
 from contextfold.engine._economics import (
     CachePrices,
@@ -28,6 +27,7 @@ from contextfold.engine._economics import (
 )
 from contextfold.engine._measure import Measurement
 from contextfold.events import CompactionFinished, CompactionSettled
+from contextfold.history.turns import task_index
 from contextfold.messages import Message
 
 __all__ = ["compacts_early", "expectation", "open_settlement", "request_sent"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from contextfold.messages import Message
-from contextfold.token_counter import TokenCounter
+from contextfold.tokens.counter import TokenCounter
 from contextfold.tool_spec import ToolSpec
 
 __all__ = ["CompactionCounter", "ViewSizes"]
@@ -120,3 +120,23 @@ class CompactionCounter:
     def count_messages(self, messages: Iterable[Message]) -> int:
         """Tokens of the agent-visible messages among ``messages``."""
         return sum(self.count_message(m) for m in messages if m.meta.agent_visible)
+
+    # The rest of the one TokenCounter protocol: compaction rarely asks, so these pass through.
+    @property
+    def name(self) -> str:
+        """The engine counter's label."""
+        return self.counter.name
+
+    def count_tools(self, tools: Iterable[ToolSpec]) -> int:
+        """Tokens the tool definitions add, as the engine's counter says."""
+        return self.counter.count_tools(tools)
+
+    def count_request(
+        self, messages: Iterable[Message], *, system: str = "", tools: Iterable[ToolSpec] = ()
+    ) -> int:
+        """Prompt tokens of a whole request, with view messages answered from memory."""
+        listed = list(messages)
+        return (
+            self.counter.count_request([], system=system, tools=tools)
+            + self.count_messages(listed)
+        )

@@ -13,19 +13,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextfold._usage import UsageTracker
 from contextfold.compaction import CompactResult, StructuredSummary
 from contextfold.engine._economics import PaceTracker
 from contextfold.engine._recovery import RefusedRequest
-from contextfold.engine._window import SessionWindow
+from contextfold.engine.learned_window import SessionWindow
 from contextfold.engine.request import PreparedRequest
-from contextfold.estimator import ContextSizeEstimator
 from contextfold.events import LossReported, Trigger
-from contextfold.ledger import Ledger, ledger_items, stored_refs, token_budget
-from contextfold.loss import left_the_view, loss_report
 from contextfold.messages import Message
-from contextfold.pins import PinSet
-from contextfold.tools import ToolDeferral
+from contextfold.retention.ledger import Ledger, ledger_items, stored_refs, token_budget
+from contextfold.retention.loss import left_the_view, loss_report
+from contextfold.retention.pins import PinSet
+from contextfold.tokens.estimator import ContextSizeEstimator
+from contextfold.tools.deferral import ToolDeferral
+from contextfold.usage import UsageTracker
 
 __all__ = ["TurnState"]
 

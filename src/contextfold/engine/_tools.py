@@ -1,22 +1,27 @@
 """The engine's own tools, answered inside the session: ``read_result``, ``compact_context``,
 ``tool_search``.
 
-:func:`contextfold.tools.engine_tools` is the one list of them: :func:`with_engine_tools` adds it
-to the agent's tools on every turn (``tool_search`` joins when the deferral holds tools back),
-and :func:`run_engine_tool` answers a call to any of them.
+:func:`contextfold.tools.deferral.engine_tools` is the one list of them: :func:`with_engine_tools`
+adds it to the agent's tools on every turn (``tool_search`` joins when the deferral holds tools
+back), and :func:`run_engine_tool` answers a call to any of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from contextfold._read_result import READ_RESULT_MIN_BYTES, read_result
 from contextfold.compaction import CompactResult
 from contextfold.engine._compact import compact_now
 from contextfold.engine._core import SessionCore
 from contextfold.messages import ToolCallPart, ToolResultPart
+from contextfold.outputs.read_result import READ_RESULT_MIN_BYTES, read_result
 from contextfold.tool_spec import ToolSpec
-from contextfold.tools import COMPACT_CONTEXT_TOOL, READ_RESULT_TOOL, TOOL_SEARCH_TOOL, engine_tools
+from contextfold.tools.deferral import (
+    COMPACT_CONTEXT_TOOL,
+    READ_RESULT_TOOL,
+    TOOL_SEARCH_TOOL,
+    engine_tools,
+)
 
 __all__ = ["run_engine_tool", "with_engine_tools"]
 

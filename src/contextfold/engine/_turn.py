@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from contextfold._exceptions import ContextOverflowError
 from contextfold.budget import Zone
 from contextfold.compaction import CompactResult, wind_down_message
 from contextfold.engine._compact import act
@@ -32,10 +31,11 @@ from contextfold.engine._render import SystemPrompt, build_prompt, render, with_
 from contextfold.engine._schedule import request_sent
 from contextfold.engine._tools import with_engine_tools
 from contextfold.engine.request import PreparedRequest
+from contextfold.errors import ContextOverflowError
 from contextfold.events import Event
+from contextfold.history.repair import RepairReport
 from contextfold.messages import Message, SummaryPart, TextPart
-from contextfold.normalize import RepairReport
-from contextfold.prompt import BuiltPrompt
+from contextfold.prompt.sections import BuiltPrompt
 from contextfold.tool_spec import ToolSpec
 
 __all__ = ["prepare"]

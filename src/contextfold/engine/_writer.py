@@ -22,12 +22,12 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
-from contextfold._blobs import BlobInfo, blob_info
-from contextfold._blobstore import InMemoryBlobStore
-from contextfold._exceptions import ConcurrentWriteError, RefNotFoundError, UsageError
 from contextfold.edits import ContextEdit
+from contextfold.errors import ConcurrentWriteError, RefNotFoundError, UsageError
 from contextfold.events import ComponentDegraded, Event
 from contextfold.messages import Message
+from contextfold.outputs.blob_store import InMemoryBlobStore
+from contextfold.outputs.blobs import BlobInfo, blob_info
 from contextfold.store import SessionStore
 
 __all__ = ["LineageBlobs", "PendingBlobs", "SessionWriter"]

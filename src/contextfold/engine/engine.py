@@ -7,19 +7,25 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from contextfold._exceptions import ConfigError
 from contextfold.compaction import Compactor, ExtractiveSummarizer, Summarizer
 from contextfold.compaction.pipeline import preset_named
 from contextfold.engine._deps import SessionDeps
 from contextfold.engine._tools import with_engine_tools
-from contextfold.engine._window import SessionWindow
+from contextfold.engine.learned_window import SessionWindow
 from contextfold.engine.policy import ContextPolicy
 from contextfold.engine.session import Session
+from contextfold.errors import ConfigError
 from contextfold.events import EventBus, EventSink, JsonlSink, StoreSink
-from contextfold.instructions import InstructionsLoader
-from contextfold.models import ModelInfo, ModelRegistry, Provider, default_registry, provider_named
+from contextfold.model_registry import (
+    ModelInfo,
+    ModelRegistry,
+    Provider,
+    default_registry,
+    provider_named,
+)
+from contextfold.prompt.instructions import InstructionsLoader
 from contextfold.store import SessionStore, open_store
-from contextfold.tokens import TokenCounter, counter_for
+from contextfold.tokens.counters import TokenCounter, counter_for
 from contextfold.tool_spec import ToolSpec
 
 __all__ = ["ContextEngine"]
@@ -28,7 +34,7 @@ __all__ = ["ContextEngine"]
 class ContextEngine:
     """Context management for one model: sessions, budgets, compaction, storage.
 
-    ``model`` is a :class:`~contextfold.models.ModelInfo` or a registry name
+    ``model`` is a :class:`~contextfold.model_registry.ModelInfo` or a registry name
     (``"anthropic/claude-sonnet-4-5"``). ``store`` is a store, a path or URL for
     :func:`~contextfold.store.open_store`, or ``None`` for ``$CONTEXTFOLD_DATABASE_URL`` / the
     default SQLite file (``":memory:"`` for a throw-away store). ``compactor`` is a preset name

@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from contextfold._exceptions import ConfigError
-from contextfold._truncate import MIN_TOKENS as MIN_OUTPUT_TOKENS
 from contextfold.budget import Thresholds
 from contextfold.compaction import RecentWindow
 from contextfold.config import Settings
 from contextfold.engine._economics import DEFAULT_CACHE_TTL_SECONDS
-from contextfold.outputs import OutputLimits, OutputPolicy
-from contextfold.tools import DEFAULT_TOOL_BUDGET_SHARE
+from contextfold.errors import ConfigError
+from contextfold.outputs.intake import OutputLimits, OutputPolicy
+from contextfold.outputs.truncate import MIN_TOKENS as MIN_OUTPUT_TOKENS
+from contextfold.tools.deferral import DEFAULT_TOOL_BUDGET_SHARE
 
 __all__ = [
     "DEFAULT_CACHE_TTL_SECONDS",
@@ -39,7 +39,7 @@ class ContextPolicy:
     ``output_max_share`` caps one tool output's inline tokens to a share of the effective window,
     so that the 2,500-token default does not let a few outputs fill a small local model's window.
     ``extract_pins`` reads user messages for standing constraints and pins them
-    (:mod:`contextfold.pins`); explicit pins work either way.
+    (:mod:`contextfold.retention.pins`); explicit pins work either way.
 
     ``cost_schedule`` times compactions by their expected dollar effect on the provider's
     prompt cache (:mod:`contextfold.engine._economics`): between ``compact_from`` and

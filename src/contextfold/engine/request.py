@@ -6,13 +6,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from contextfold.budget import ContextBudget, Zone
+from contextfold.chat import ChatRequest, SystemBlock
 from contextfold.compaction import CompactResult
 from contextfold.events import Event
+from contextfold.history.repair import RepairReport
 from contextfold.messages import Message
-from contextfold.normalize import RepairReport
-from contextfold.providers import anthropic_wire, openai_wire
-from contextfold.providers.types import ChatRequest, SystemBlock
 from contextfold.tool_spec import ToolSpec
+from contextfold.wire import anthropic_request as anthropic_wire
+from contextfold.wire import chat_completions_request as openai_wire
 
 __all__ = ["PreparedRequest"]
 
@@ -68,7 +69,7 @@ class PreparedRequest:
         model="gpt-4.1"))``; give the reply to ``session.add_assistant`` as it comes back.
         Without it, they are the request's wire form alone (messages, tools, reply budget), to
         inspect or measure. They are what :class:`~contextfold.providers.OpenAIChat` sends (one
-        encoder: :func:`contextfold.providers.openai_wire.encode_request`); the reply budget
+        encoder: :func:`contextfold.wire.chat_completions_request.encode_request`); the reply budget
         goes in ``max_completion_tokens``, which OpenAI's newer models require.
         """
         return openai_wire.encode_request(self.to_chat_request(), model=model)
@@ -81,6 +82,6 @@ class PreparedRequest:
         model="claude-sonnet-4-5"))``; give the reply to ``session.add_assistant`` as it comes
         back. Without it, they are the request's wire form alone, to inspect or measure. They
         are what :class:`~contextfold.providers.AnthropicChat` sends (one encoder:
-        :func:`contextfold.providers.anthropic_wire.encode_request`).
+        :func:`contextfold.wire.anthropic_request.encode_request`).
         """
         return anthropic_wire.encode_request(self.to_chat_request(), model=model)

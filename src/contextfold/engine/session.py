@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from contextfold._exceptions import ContextOverflowError, UsageError
-from contextfold._usage import SessionUsage
+from contextfold.chat import ChatResponse
 from contextfold.compaction import Compactor, CompactResult, RestartPolicy, Summarizer
 from contextfold.engine._compact import compact_now, compaction_failed, recover
 from contextfold.engine._core import SessionCore
@@ -23,19 +22,20 @@ from contextfold.engine._tools import run_engine_tool
 from contextfold.engine._turn import prepare
 from contextfold.engine.policy import ContextPolicy
 from contextfold.engine.request import PreparedRequest
+from contextfold.errors import ContextOverflowError, UsageError
 from contextfold.events import EventBus, PinAdded, TokenUsage, Trigger
-from contextfold.instructions import InstructionsLoader
-from contextfold.ledger import Ledger
 from contextfold.messages import Message, Part, ToolCallPart, ToolResultPart, Usage
-from contextfold.models import ModelInfo, Provider
-from contextfold.outputs import OutputLimits, prepare_tool_output
-from contextfold.pins import Pin, PinSource, extract_pins
-from contextfold.providers._from_sdk import chat_response_from_sdk
-from contextfold.providers.types import ChatResponse
+from contextfold.model_registry import ModelInfo, Provider
+from contextfold.outputs.intake import OutputLimits, prepare_tool_output
+from contextfold.prompt.instructions import InstructionsLoader
+from contextfold.providers.from_sdk import chat_response_from_sdk
+from contextfold.retention.ledger import Ledger
+from contextfold.retention.pins import Pin, PinSource, extract_pins
 from contextfold.store import SessionInfo, SessionStore
-from contextfold.token_counter import TokenCounter
+from contextfold.tokens.counter import TokenCounter
 from contextfold.tool_spec import ToolSpec
-from contextfold.tools import READ_RESULT_TOOL
+from contextfold.tools.deferral import READ_RESULT_TOOL
+from contextfold.usage import SessionUsage
 
 __all__ = ["Session", "SessionOwner", "SystemPrompt"]
 
@@ -335,17 +335,17 @@ class Session:
 
     @property
     def ledger(self) -> Ledger:
-        """The artifact ledger every request carries (:mod:`contextfold.ledger`): the files,
-        commands, errors and identifiers the session touched, as of its latest compaction (empty
-        before the first one)."""
+        """The artifact ledger every request carries (:mod:`contextfold.retention.ledger`): the
+        files, commands, errors and identifiers the session touched, as of its latest compaction
+        (empty before the first one)."""
         return self._core.state.ledger
 
     def pin(self, text: str) -> Pin | None:
         """Pin ``text``: from the next request on, every request's system prompt carries it
         verbatim, whatever compaction does to the conversation. Returns the new pin, or
         ``None`` when it was pinned already. Explicit pins are never dropped to make room for
-        extracted ones; past :data:`~contextfold.pins.MAX_PINS` explicit pins a new one raises
-        :class:`~contextfold.UsageError`."""
+        extracted ones; past :data:`~contextfold.retention.pins.MAX_PINS` explicit pins a new one
+        raises :class:`~contextfold.UsageError`."""
         if not isinstance(text, str) or not text.strip():
             raise UsageError("session.pin() needs some text")
         return self._add_pin(text, "explicit")

@@ -8,7 +8,7 @@ assistant message.
 
 Each message keeps the items it came from in ``meta.provider["openai_agents_items"]``, and
 :func:`items_from_messages` gives those exact items back as long as the message still says what
-they say (same :func:`~contextfold.integrations._sync.message_digest`). A message the engine
+they say (same :func:`~contextfold.hosts.sync.message_digest`). A message the engine
 changed (a cut output, a masked result, a summary, a note) is rebuilt from its parts instead.
 """
 
@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from contextfold._digests import message_digest
+from contextfold.hosts.digests import message_digest
 from contextfold.messages import (
     ImagePart,
     Message,

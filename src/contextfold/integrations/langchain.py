@@ -33,18 +33,18 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.config import get_config
 
-from contextfold._digests import message_digest
 from contextfold.engine import ContextEngine, PreparedRequest, Session
+from contextfold.hosts.digests import message_digest
+from contextfold.hosts.sync import HistorySync
 from contextfold.integrations._langchain_messages import (
     from_message,
     from_messages,
     to_messages,
 )
-from contextfold.integrations._sync import HistorySync
 from contextfold.messages import Message, ThinkingPart
 from contextfold.store import BrowsableSessionStore
 from contextfold.tool_spec import ToolSpec
-from contextfold.tools import READ_RESULT_TOOL
+from contextfold.tools.deferral import READ_RESULT_TOOL
 
 __all__ = [
     "ContextFoldMiddleware",

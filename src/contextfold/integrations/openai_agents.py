@@ -18,7 +18,7 @@ The change to an agent that already runs with the SDK::
   to read an offloaded output back.
 
 The filter also works without the session (``Runner.run(..., run_config=...)`` alone): build a
-:class:`ContextfoldInputFilter` on a :class:`~contextfold.integrations._sync.HistorySync`.
+:class:`ContextfoldInputFilter` on a :class:`~contextfold.hosts.sync.HistorySync`.
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ from agents.run_config import CallModelData, ModelInputData
 from agents.tool import Tool
 from agents.tool_context import ToolContext
 
-from contextfold._exceptions import SessionNotFoundError
 from contextfold.engine import ContextEngine, PreparedRequest
 from contextfold.engine import Session as ContextSession
+from contextfold.errors import SessionNotFoundError
+from contextfold.hosts.sync import HistorySync
 from contextfold.integrations._openai_agents_items import (
     Item,
     items_from_messages,
@@ -45,9 +46,8 @@ from contextfold.integrations._openai_agents_items import (
     raw_items_by_digest,
 )
 from contextfold.integrations._openai_agents_log import ItemLog
-from contextfold.integrations._sync import HistorySync
 from contextfold.tool_spec import ToolSpec
-from contextfold.tools import READ_RESULT_TOOL
+from contextfold.tools.deferral import READ_RESULT_TOOL
 
 __all__ = [
     "ContextfoldInputFilter",

@@ -37,11 +37,11 @@ from pydantic_ai.tools import RunContext, Tool, ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset
 
 from contextfold.engine import ContextEngine, PreparedRequest, Session
+from contextfold.hosts.sync import HistorySync
 from contextfold.integrations._pydantic_ai_mapping import from_messages, to_messages
-from contextfold.integrations._sync import HistorySync
 from contextfold.messages import Message, ToolCallPart, new_message_id
 from contextfold.tool_spec import ToolSpec
-from contextfold.tools import READ_RESULT_TOOL
+from contextfold.tools.deferral import READ_RESULT_TOOL
 
 __all__ = ["ContextFold", "from_messages", "read_result_tool", "to_messages"]
 

@@ -3,6 +3,7 @@
 Build a :class:`ChatRequest`, call ``model.complete(request)`` (or ``stream``, ``acomplete``,
 ``astream``) and read the :class:`ChatResponse`::
 
+
     from contextfold import Message
     from contextfold.providers import ChatRequest, SystemBlock, model_from_name
 
@@ -33,6 +34,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from contextfold.chat import (
+    ChatRequest,
+    ChatResponse,
+    StreamDone,
+    StreamEvent,
+    SystemBlock,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallStarted,
+)
 from contextfold.providers._estimated_usage import UsageEstimatedWarning
 from contextfold.providers._factory import model_from_name, served_window
 from contextfold.providers._retry import RetryPolicy
@@ -45,18 +56,8 @@ from contextfold.providers._server_window import (
 )
 from contextfold.providers.base import BaseChatModel, ChatModel
 from contextfold.providers.ollama import OllamaContext, OllamaContextWarning, check_ollama_context
-from contextfold.providers.replay import ReplayModel
+from contextfold.providers.recorded import ReplayModel
 from contextfold.providers.scripted import ScriptedModel
-from contextfold.providers.types import (
-    ChatRequest,
-    ChatResponse,
-    StreamDone,
-    StreamEvent,
-    SystemBlock,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallStarted,
-)
 
 if TYPE_CHECKING:
     from contextfold.providers.anthropic import AnthropicChat

@@ -9,9 +9,9 @@ model's token counter keeps the figures moving; :attr:`Usage.estimated` says the
 
 from __future__ import annotations
 
+from contextfold.chat import ChatRequest
 from contextfold.messages import Message, Usage
-from contextfold.providers.types import ChatRequest
-from contextfold.tokens import TokenCounter
+from contextfold.tokens.counters import TokenCounter
 
 __all__ = ["UsageEstimatedWarning", "estimated_usage"]
 

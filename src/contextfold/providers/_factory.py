@@ -6,11 +6,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from contextfold._exceptions import ConfigError
+from contextfold.chat import ChatRequest
+from contextfold.errors import ConfigError
 from contextfold.providers._server_window import ServerWindow, probe_server_window
 from contextfold.providers.base import BaseChatModel
 from contextfold.providers.ollama import OLLAMA_BASE_URL
-from contextfold.providers.types import ChatRequest
 
 __all__ = ["OPENAI_COMPATIBLE_SERVERS", "model_from_name", "served_window"]
 

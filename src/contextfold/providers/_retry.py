@@ -32,13 +32,13 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
-from contextfold._exceptions import (
+from contextfold.chat import ChatRequest
+from contextfold.errors import (
     ContextOverflowError,
     ProviderError,
     ProviderUnavailableError,
     RateLimitError,
 )
-from contextfold.providers.types import ChatRequest
 
 __all__ = [
     "DEFAULT_BACKOFF_BASE",

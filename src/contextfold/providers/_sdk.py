@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
-from contextfold._exceptions import AuthenticationError, ProviderError
+from contextfold.errors import AuthenticationError, ProviderError
 
 __all__ = ["SDKClients", "resolve_api_key", "wire_dict"]
 

@@ -1,8 +1,8 @@
 """Claude through the official ``anthropic`` SDK (messages API).
 
-The request goes on the wire as :func:`~contextfold.providers.anthropic_wire.encode_request`
+The request goes on the wire as :func:`~contextfold.wire.anthropic_request.encode_request`
 makes it (empty blocks left out, cache breakpoints capped at four: see that module), and the
-reply is read by :mod:`contextfold.formats.anthropic`; this module adds the calls, streaming
+reply is read by :mod:`contextfold.wire.anthropic`; this module adds the calls, streaming
 assembly and the error map. ``encode_request``, ``limit_cache_breakpoints`` and their constants
 are re-exported here.
 
@@ -18,19 +18,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
-from contextfold._exceptions import MissingDependencyError
-from contextfold.formats.anthropic import _RAW_ARGUMENTS_KEY, parse_anthropic_response
-from contextfold.providers._errors import map_sdk_errors
-from contextfold.providers._retry import RetryPolicy
-from contextfold.providers._sdk import SDKClients, resolve_api_key, wire_dict
-from contextfold.providers.anthropic_wire import (
-    DEFAULT_MAX_TOKENS,
-    MAX_CACHE_BREAKPOINTS,
-    encode_request,
-    limit_cache_breakpoints,
-)
-from contextfold.providers.base import BaseChatModel
-from contextfold.providers.types import (
+from contextfold.chat import (
     ChatRequest,
     ChatResponse,
     StreamDone,
@@ -38,6 +26,18 @@ from contextfold.providers.types import (
     TextDelta,
     ThinkingDelta,
     ToolCallStarted,
+)
+from contextfold.errors import MissingDependencyError
+from contextfold.providers._retry import RetryPolicy
+from contextfold.providers._sdk import SDKClients, resolve_api_key, wire_dict
+from contextfold.providers.base import BaseChatModel
+from contextfold.providers.errors import map_sdk_errors
+from contextfold.wire.anthropic import _RAW_ARGUMENTS_KEY, parse_anthropic_response
+from contextfold.wire.anthropic_request import (
+    DEFAULT_MAX_TOKENS,
+    MAX_CACHE_BREAKPOINTS,
+    encode_request,
+    limit_cache_breakpoints,
 )
 
 try:
@@ -259,7 +259,7 @@ class AnthropicChat(BaseChatModel):
 
     def request_kwargs(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
         """The keyword arguments for ``client.messages.create``: the request as
-        :func:`~contextfold.providers.anthropic_wire.encode_request` puts it on the wire, for
+        :func:`~contextfold.wire.anthropic_request.encode_request` puts it on the wire, for
         this model, with its reply budget for requests that give none."""
         return encode_request(
             request, model=self.model, stream=stream, default_max_tokens=self.default_max_tokens

@@ -1,9 +1,9 @@
 """What the engine needs from a model (:class:`ChatModel`), and the base class the adapters share.
 
-A :class:`ChatModel` takes a :class:`~contextfold.providers.types.ChatRequest` and answers with a
-:class:`~contextfold.providers.types.ChatResponse`, or streams
-:data:`~contextfold.providers.types.StreamEvent` values ending with one ``StreamDone``. Those
-values live in :mod:`contextfold.providers.types`.
+A :class:`ChatModel` takes a :class:`~contextfold.chat.ChatRequest` and answers with a
+:class:`~contextfold.chat.ChatResponse`, or streams
+:data:`~contextfold.chat.StreamEvent` values ending with one ``StreamDone``. Those
+values live in :mod:`contextfold.chat`.
 
 :class:`BaseChatModel` holds the logic that does no I/O, written once: the retry loop (backoff on
 5xx, timeouts and connection errors; waiting out 429 and "overloaded"), the one-time retry with a
@@ -20,13 +20,13 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Protocol, runtime_checkable
 
-from contextfold._exceptions import ProviderError
-from contextfold.providers._retry import RetryPolicy
-from contextfold.providers.types import (
+from contextfold.chat import (
     ChatRequest,
     ChatResponse,
     StreamEvent,
 )
+from contextfold.errors import ProviderError
+from contextfold.providers._retry import RetryPolicy
 
 __all__ = ["BaseChatModel", "ChatModel"]
 

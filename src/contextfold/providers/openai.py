@@ -3,10 +3,10 @@
 :class:`OpenAIChat` talks to OpenAI, and, with ``base_url``, to Ollama
 (``http://localhost:11434/v1``, or :meth:`OpenAIChat.ollama`), vLLM, the llama.cpp server or
 OpenRouter. The request goes on the wire as
-:func:`~contextfold.providers.openai_wire.encode_request` makes it (re-exported here; that module
-says what every OpenAI-compatible server needs), and the reply is read by
-:mod:`contextfold.formats.openai`; this module adds the calls, streaming assembly and the error
-map.
+:func:`~contextfold.wire.chat_completions_request.encode_request` makes it (re-exported here; that
+module says what every OpenAI-compatible server needs), and the reply is read by
+:mod:`contextfold.wire.chat_completions`; this module adds the calls, streaming assembly and the
+error map.
 
 Streams ask for ``stream_options={"include_usage": True}``, so the last chunk carries the usage of
 the whole call (Ollama, vLLM and llama.cpp honour it too): a streamed response has the same usage
@@ -24,22 +24,7 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
-from contextfold._exceptions import MissingDependencyError
-from contextfold.formats.openai import parse_openai_response
-from contextfold.models import default_registry
-from contextfold.providers._errors import map_sdk_errors
-from contextfold.providers._estimated_usage import UsageEstimatedWarning, estimated_usage
-from contextfold.providers._retry import RetryPolicy
-from contextfold.providers._sdk import SDKClients, resolve_api_key, wire_dict
-from contextfold.providers._server_window import WindowCheck, check_server_window
-from contextfold.providers.base import BaseChatModel
-from contextfold.providers.ollama import (
-    OllamaContext,
-    check_ollama_context,
-    ollama_native_url,
-)
-from contextfold.providers.openai_wire import MaxTokensField, encode_request
-from contextfold.providers.types import (
+from contextfold.chat import (
     ChatRequest,
     ChatResponse,
     StreamDone,
@@ -48,7 +33,22 @@ from contextfold.providers.types import (
     ThinkingDelta,
     ToolCallStarted,
 )
-from contextfold.tokens import TokenCounter, counter_for
+from contextfold.errors import MissingDependencyError
+from contextfold.model_registry import default_registry
+from contextfold.providers._estimated_usage import UsageEstimatedWarning, estimated_usage
+from contextfold.providers._retry import RetryPolicy
+from contextfold.providers._sdk import SDKClients, resolve_api_key, wire_dict
+from contextfold.providers._server_window import WindowCheck, check_server_window
+from contextfold.providers.base import BaseChatModel
+from contextfold.providers.errors import map_sdk_errors
+from contextfold.providers.ollama import (
+    OllamaContext,
+    check_ollama_context,
+    ollama_native_url,
+)
+from contextfold.tokens.counters import TokenCounter, counter_for
+from contextfold.wire.chat_completions import parse_openai_response
+from contextfold.wire.chat_completions_request import MaxTokensField, encode_request
 
 try:
     import openai
@@ -330,8 +330,8 @@ class OpenAIChat(BaseChatModel):
 
     def request_kwargs(self, request: ChatRequest, *, stream: bool = False) -> dict[str, Any]:
         """The keyword arguments for ``client.chat.completions.create``: the request as
-        :func:`~contextfold.providers.openai_wire.encode_request` puts it on the wire, for this
-        model and server (its reply-budget field, whether earlier reasoning is sent back)."""
+        :func:`~contextfold.wire.chat_completions_request.encode_request` puts it on the wire, for
+        this model and server (its reply-budget field, whether earlier reasoning is sent back)."""
         return encode_request(
             request,
             model=self.model,

@@ -14,7 +14,16 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import TypeAlias
 
-from contextfold._exceptions import UsageError
+from contextfold.chat import (
+    ChatRequest,
+    ChatResponse,
+    StreamDone,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallStarted,
+)
+from contextfold.errors import UsageError
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -27,15 +36,6 @@ from contextfold.messages import (
 )
 from contextfold.providers._retry import RetryPolicy
 from contextfold.providers.base import BaseChatModel
-from contextfold.providers.types import (
-    ChatRequest,
-    ChatResponse,
-    StreamDone,
-    StreamEvent,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallStarted,
-)
 
 __all__ = [
     "CHARS_PER_TOKEN",

@@ -9,15 +9,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from contextfold._exceptions import ConcurrentWriteError, ContextOverflowError, SessionNotFoundError
 from contextfold.engine import ContextEngine, PreparedRequest, Session
+from contextfold.errors import ConcurrentWriteError, ContextOverflowError, SessionNotFoundError
 from contextfold.messages import Message, ToolResultPart
 from contextfold.proxy._engines import ProxyStore
 from contextfold.proxy._identity import chain_heads, extend_head
 from contextfold.proxy._kept_sessions import KeptSessions
-from contextfold.proxy._sessions import METADATA_KEY
 from contextfold.proxy._wire import ClientError, ClientRequest, RoundReply
-from contextfold.tools import engine_tools
+from contextfold.proxy.sessions import METADATA_KEY
+from contextfold.tools.deferral import engine_tools
 
 __all__ = ["ENGINE_TOOL_NAMES", "Conversation"]
 

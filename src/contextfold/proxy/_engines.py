@@ -7,15 +7,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from contextfold._exceptions import UnknownModelError
 from contextfold.engine import ContextEngine, ContextPolicy
-from contextfold.models import ModelInfo, Provider, default_registry
+from contextfold.errors import UnknownModelError
+from contextfold.model_registry import ModelInfo, Provider, default_registry
 from contextfold.proxy._kept_sessions import KeptSessions
 from contextfold.proxy._tally import TokenTally
 from contextfold.proxy._wire import ClientError
 from contextfold.proxy.config import ProxyConfig
 from contextfold.store import BrowsableSessionStore
-from contextfold.tools import DEFAULT_TOOL_BUDGET_SHARE
+from contextfold.tools.deferral import DEFAULT_TOOL_BUDGET_SHARE
 
 __all__ = ["Engines", "ModelEngine", "ProxyStore"]
 

@@ -16,14 +16,14 @@ import anyio.to_thread
 import httpx
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from contextfold._exceptions import ContextOverflowError
-from contextfold.models import Provider
-from contextfold.providers._errors import error_from_response
+from contextfold.errors import ContextOverflowError
+from contextfold.model_registry import Provider
+from contextfold.providers.errors import error_from_response
 from contextfold.proxy._conversation import ENGINE_TOOL_NAMES, Conversation
 from contextfold.proxy._engines import Engines, ProxyStore
-from contextfold.proxy._sse import SSEDecoder, sse_events
 from contextfold.proxy._wire import ClientError, ClientRequest, ProtocolName, RoundReply, add_usage
 from contextfold.proxy.config import ProxyConfig
+from contextfold.wire.sse import SSEDecoder, sse_events
 
 __all__ = ["Exchange", "ProxyState", "UpstreamRefused", "WireSide"]
 

@@ -2,7 +2,7 @@
 
 Clients of the proxy resend their whole history on every call. A conversation is recognised by
 a hash chain over the client's messages: ``head(k)`` digests the first ``k`` messages. Each
-protocol module reduces one wire message to the canonical items of :mod:`contextfold._digests`
+protocol module reduces one wire message to the canonical items of :mod:`contextfold.hosts.digests`
 (what it says, not how the client spelled it). Digests are taken from the wire dicts directly,
 so a request's long prefix is never converted to neutral messages just to be recognised. The
 store remembers which session holds which head; the longest head of an incoming request that

@@ -6,7 +6,7 @@ import threading
 from collections import OrderedDict
 
 from contextfold.proxy._wire import ClientRequest
-from contextfold.tokens import TokenCounter
+from contextfold.tokens.counters import TokenCounter
 
 __all__ = ["TokenTally"]
 

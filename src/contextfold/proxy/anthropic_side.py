@@ -6,12 +6,10 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from contextfold._digests import digest_of, fingerprint
-from contextfold._exceptions import FormatError
 from contextfold.engine import PreparedRequest
-from contextfold.formats.anthropic import from_anthropic_message, usage_from_anthropic
+from contextfold.errors import FormatError
+from contextfold.hosts.digests import digest_of, fingerprint
 from contextfold.messages import Message
-from contextfold.providers import anthropic_wire
 from contextfold.proxy._wire import (
     ClientError,
     ClientRequest,
@@ -21,6 +19,8 @@ from contextfold.proxy._wire import (
     sse,
 )
 from contextfold.tool_spec import ToolSpec
+from contextfold.wire import anthropic_request as anthropic_wire
+from contextfold.wire.anthropic import from_anthropic_message, usage_from_anthropic
 
 __all__ = [
     "StreamRelay",

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from contextfold._exceptions import ContextfoldError
+from contextfold.errors import ContextfoldError
 from contextfold.proxy import anthropic_side, openai_side
 from contextfold.proxy._engines import Engines, ProxyStore
 from contextfold.proxy._exchange import (
@@ -29,9 +29,9 @@ from contextfold.proxy._exchange import (
     write_access_log,
 )
 from contextfold.proxy._identity import tenant_of
-from contextfold.proxy._sessions import proxied_sessions
 from contextfold.proxy._wire import ClientError, ProtocolName
 from contextfold.proxy.config import ProxyConfig
+from contextfold.proxy.sessions import proxied_sessions
 from contextfold.store import open_store
 
 __all__ = ["AUTH_HEADER", "app_from_environment", "create_app", "log_to"]

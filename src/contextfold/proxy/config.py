@@ -9,10 +9,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from contextfold._exceptions import ConfigError
-from contextfold._paths import data_dir
-from contextfold._private_files import make_private_dir, open_private
 from contextfold.compaction.pipeline import preset_named
+from contextfold.errors import ConfigError
+from contextfold.paths import data_dir
+from contextfold.private_files import make_private_dir, open_private
 
 __all__ = ["AUTH_KEY_ENV", "CONFIG_ENV", "SALT_ENV", "ProxyConfig"]
 

@@ -6,12 +6,10 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from contextfold._digests import arguments_value, digest_of, fingerprint
-from contextfold._exceptions import FormatError
 from contextfold.engine import PreparedRequest
-from contextfold.formats.openai import from_openai_message, usage_from_openai
+from contextfold.errors import FormatError
+from contextfold.hosts.digests import arguments_value, digest_of, fingerprint
 from contextfold.messages import Message
-from contextfold.providers import openai_wire
 from contextfold.proxy._wire import (
     ClientError,
     ClientRequest,
@@ -21,6 +19,8 @@ from contextfold.proxy._wire import (
     sse,
 )
 from contextfold.tool_spec import ToolSpec
+from contextfold.wire import chat_completions_request as openai_wire
+from contextfold.wire.chat_completions import from_openai_message, usage_from_openai
 
 __all__ = [
     "StreamRelay",

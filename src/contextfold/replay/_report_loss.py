@@ -1,5 +1,5 @@
 """The report's "Loss report" section: for each compaction of each preset, what left the view
-and where it can still be read (:mod:`contextfold.loss`).
+and where it can still be read (:mod:`contextfold.retention.loss`).
 
 A row per compaction or mask batch that took anything out of view: the request it came before,
 its trigger, and how many facts a summary, a pin, the artifact ledger or a ref still holds, and

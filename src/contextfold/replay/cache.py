@@ -27,8 +27,8 @@ from typing import Any
 
 from contextfold.engine import PreparedRequest
 from contextfold.engine.policy import DEFAULT_CACHE_TTL_SECONDS
-from contextfold.models import ModelInfo, Provider, default_registry
-from contextfold.tokens import TokenCounter
+from contextfold.model_registry import ModelInfo, Provider, default_registry
+from contextfold.tokens.counters import TokenCounter
 
 __all__ = [
     "ANTHROPIC_PRICE_MODEL",

@@ -3,7 +3,7 @@
 The transcript's user messages and tool results go into a fresh session in order; at each
 recorded assistant turn the driver asks the engine for the request it would send
 (``session.prepare``), measures it, and answers it with the recorded assistant message through a
-:class:`~contextfold.providers.replay.ReplayModel`. The model's behaviour is the recorded one, so
+:class:`~contextfold.providers.recorded.ReplayModel`. The model's behaviour is the recorded one, so
 the replay shows what contextfold does to the *context* of a real session: how big each request
 is, when it masks, summarizes or drops, what a prompt cache could reuse, what it costs, and which
 facts the final view still holds.
@@ -35,18 +35,17 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
-from contextfold._exceptions import ContextOverflowError, RefNotFoundError, UnknownModelError
 from contextfold.budget import Zone
+from contextfold.chat import ChatRequest
 from contextfold.compaction.pipeline import PresetName
 from contextfold.compaction.summary import ExtractiveSummarizer, StructuredSummary
 from contextfold.edits import ContextEdit, MaskEdit, apply_edit, edit_action
 from contextfold.engine import ContextEngine, ContextPolicy, PreparedRequest, Session
+from contextfold.errors import ContextOverflowError, RefNotFoundError, UnknownModelError
 from contextfold.events import Event, LossReported
-from contextfold.formats.transcript import Transcript
 from contextfold.messages import Message, reproducible_ids
-from contextfold.models import ModelInfo, ModelRegistry, default_registry, model_for_window
-from contextfold.providers.replay import ReplayModel
-from contextfold.providers.types import ChatRequest
+from contextfold.model_registry import ModelInfo, ModelRegistry, default_registry, model_for_window
+from contextfold.providers.recorded import ReplayModel
 from contextfold.replay.cache import PrefixMeter, input_cost, price_models
 from contextfold.replay.grounding import (
     FailedApproach,
@@ -73,7 +72,8 @@ from contextfold.replay.records import (
     TurnRecord,
 )
 from contextfold.store import SQLiteVersionWarning
-from contextfold.tokens import TokenCounter, counter_for
+from contextfold.tokens.counters import TokenCounter, counter_for
+from contextfold.transcripts.transcript import Transcript
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -1,7 +1,7 @@
 """Retention probes: which facts of a whole session a compacted view still holds.
 
 The facts come from the *full* transcript, through the same extractor the summarizer uses
-(:func:`contextfold.compaction._facts.extract_facts`): every file the agent modified, every
+(:func:`contextfold.history.facts.extract_facts`): every file the agent modified, every
 distinct error line its tools printed, the task statement, and every constraint the user stated.
 Each one is looked up in a view and gets one status, the best that applies:
 
@@ -17,8 +17,8 @@ lost. Two allowances keep it fair across agents: a file also matches by its last
 components (``pkg/module.py``: summaries often drop the working-directory prefix), and the task is
 probed by its first real sentence (:func:`task_probe_text`), not its whole text, which a summary
 restates but rarely quotes in full. What the agent harness wrote in user messages (interruption
-markers, task notifications, hook reminders: :mod:`contextfold._harness_notes`) is neither the
-task nor a constraint; a slash command the user typed is, as its command line.
+markers, task notifications, hook reminders: :mod:`contextfold.history.harness_notes`) is neither
+the task nor a constraint; a slash command the user typed is, as its command line.
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from contextfold._blobs import REF_PATTERN
-from contextfold._harness_notes import typed_text
-from contextfold._message_texts import part_texts
-from contextfold.compaction._facts import extract_facts
-from contextfold.formats.transcript import Transcript
+from contextfold.history.facts import extract_facts
+from contextfold.history.harness_notes import typed_text
+from contextfold.history.texts import part_texts
 from contextfold.messages import (
     Message,
     MessageKind,
 )
+from contextfold.outputs.blobs import REF_PATTERN
+from contextfold.transcripts.transcript import Transcript
 
 __all__ = [
     "PROBE_KINDS",

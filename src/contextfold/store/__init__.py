@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from contextfold._exceptions import UsageError
-from contextfold._paths import default_store_path
-from contextfold.redaction import redact_json, redact_text
+from contextfold.errors import UsageError
+from contextfold.paths import default_store_path
+from contextfold.redaction.redactor import redact_json, redact_text
 from contextfold.store._async import AsyncStoreMixin
 from contextfold.store._records import EditRecord, EventRecord, LoadedView, SessionInfo, Snapshot
 from contextfold.store._schema import LATEST_VERSION

@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any, TextIO, TypeVar
 
-from contextfold._blobs import BlobInfo
 from contextfold.edits import ContextEdit
 from contextfold.messages import Message
+from contextfold.outputs.blobs import BlobInfo
 from contextfold.store._records import EditRecord, EventRecord, LoadedView, SessionInfo, Snapshot
 from contextfold.store.base import BrowsableSessionStore
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from contextfold.edits import ContextEdit, edit_from_dict, edit_to_dict
 from contextfold.messages import Message
-from contextfold.redaction import might_hold_secret, redact_json, redact_text
+from contextfold.redaction.redactor import might_hold_secret, redact_json, redact_text
 
 __all__ = [
     "EncodedMessages",

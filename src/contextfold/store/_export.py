@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any, TextIO
 
-from contextfold._exceptions import SessionNotFoundError
+from contextfold.errors import SessionNotFoundError
 from contextfold.store._codec import decode_blob, decode_mapping, dumps, redact_line
 from contextfold.store._queries import (
     EDITS_AFTER,

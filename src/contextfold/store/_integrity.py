@@ -13,14 +13,14 @@ from collections.abc import Iterator, Sequence
 from itertools import takewhile
 from typing import Any
 
-from contextfold._blobs import ref_for_sha256
-from contextfold._exceptions import SessionNotFoundError
+from contextfold.errors import SessionNotFoundError
 from contextfold.messages import Message
+from contextfold.outputs.blobs import ref_for_sha256
 from contextfold.store._codec import decode_edit, decode_mapping, decode_message, decode_view
 from contextfold.store._queries import ENGINE_STATE
 from contextfold.store._records import EditRecord
-from contextfold.store._replay import replay
 from contextfold.store._rows import Rows
+from contextfold.store.view_rebuild import replay
 
 __all__ = ["check_rows"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, TypeAlias
 
-from contextfold._exceptions import StoreError
+from contextfold.errors import StoreError
 from contextfold.store._codec import decode_mapping
 from contextfold.store._records import SessionInfo
 

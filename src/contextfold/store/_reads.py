@@ -9,8 +9,8 @@ from contextfold.messages import Message
 from contextfold.store import _codec
 from contextfold.store._queries import EDITS_AFTER, EVENTS_AFTER, MESSAGES_AFTER, SNAPSHOT, Cursor
 from contextfold.store._records import EditRecord, EventRecord, LoadedView, Snapshot
-from contextfold.store._replay import replay
 from contextfold.store._rows import Rows
+from contextfold.store.view_rebuild import replay
 
 __all__ = ["edits", "events", "load_view", "messages", "read_snapshot"]
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, TypeAlias
 
-from contextfold._exceptions import SessionNotFoundError
+from contextfold.errors import SessionNotFoundError
 from contextfold.store._queries import HEAD, Cursor, TxMode
 
 __all__ = ["DEFAULT_BATCH_SIZE", "Rows", "Transactions"]

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from contextfold._exceptions import SchemaVersionError, StoreCorruptError, StoreError
+from contextfold.errors import SchemaVersionError, StoreCorruptError, StoreError
 from contextfold.store._codec import decode_mapping, dumps
 from contextfold.store._queries import Cursor
 from contextfold.store._rows import Rows

@@ -18,17 +18,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Self, TextIO
 
-from contextfold._blobs import BlobInfo, blob_info
-from contextfold._exceptions import (
+from contextfold.edits import ContextEdit
+from contextfold.errors import (
     ConcurrentWriteError,
     MessageNotFoundError,
     RefNotFoundError,
     SessionNotFoundError,
     UsageError,
 )
-from contextfold.edits import ContextEdit
 from contextfold.messages import Message, new_message_id
-from contextfold.redaction import redact_text
+from contextfold.outputs.blobs import BlobInfo, blob_info
+from contextfold.redaction.redactor import redact_text
 from contextfold.store import _codec, _reads
 from contextfold.store._async import AsyncStoreMixin
 from contextfold.store._export import export_session
@@ -43,9 +43,9 @@ from contextfold.store._queries import (
     session_info,
 )
 from contextfold.store._records import EditRecord, EventRecord, LoadedView, SessionInfo, Snapshot
-from contextfold.store._replay import snapshot_point_problem
 from contextfold.store._rows import Rows
 from contextfold.store._schema import Database, Dialect, migrate, schema_version
+from contextfold.store.view_rebuild import snapshot_point_problem
 
 __all__ = ["SQLStore"]
 

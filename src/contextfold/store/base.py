@@ -30,9 +30,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, Self, TextIO, runtime_checkable
 
-from contextfold._blobs import BlobInfo
 from contextfold.edits import ContextEdit
 from contextfold.messages import Message
+from contextfold.outputs.blobs import BlobInfo
 from contextfold.store._records import EditRecord, EventRecord, LoadedView, SessionInfo, Snapshot
 
 __all__ = ["BrowsableSessionStore", "SessionStore"]

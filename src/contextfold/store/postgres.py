@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from contextfold._exceptions import ConfigError, MissingDependencyError, StoreError
+from contextfold.errors import ConfigError, MissingDependencyError, StoreError
 from contextfold.store._queries import Cursor, DuplicateKeyError, TxMode
 from contextfold.store._sql import SQLStore
 

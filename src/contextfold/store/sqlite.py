@@ -32,11 +32,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from contextfold._exceptions import ConfigError, StoreCorruptError, StoreError
+from contextfold.errors import ConfigError, StoreCorruptError, StoreError
 from contextfold.store._queries import Cursor, DuplicateKeyError, TxMode
 from contextfold.store._schema import refuse_foreign
 from contextfold.store._sql import SQLStore
-from contextfold.store._sqlite_paths import read_only_uri, write_problem
+from contextfold.store.sqlite_paths import read_only_uri, write_problem
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT",

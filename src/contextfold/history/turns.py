@@ -1,0 +1,204 @@
+"""The recent window: the tail of the view that compaction keeps verbatim.
+
+Two ideas live here:
+
+- an **atomic unit** is the smallest piece of a view that may be removed or kept on its own: an
+  assistant message together with every result of its calls (and any further assistant fragments
+  that arrive before those results, as Claude Code logs split one response into several
+  records), or any other single message. Cutting between units never leaves a call without its
+  result, nor separates the calls of one response;
+- a **turn** starts at a user message and runs through every call and result up to the next
+  user message.
+
+:func:`recent_window_start` gives the index where the protected tail begins: the last
+``turns`` turns, but never more than ``max_tokens``. Agent logs often hold one user message and a
+hundred tool rounds; there the token cap binds and the window is the largest suffix of whole
+units under the cap (always at least the last unit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from contextfold.history.harness_notes import is_harness_note
+from contextfold.messages import Message, MessageKind, SummaryPart
+from contextfold.tokens.counter import TokenCounter
+
+__all__ = [
+    "DEFAULT_RECENT_MAX_SHARE",
+    "DEFAULT_RECENT_TURNS",
+    "NOTE_KINDS",
+    "RecentWindow",
+    "atomic_units",
+    "is_user_turn",
+    "last_user_index",
+    "recent_window_start",
+    "task_index",
+    "turn_starts",
+    "unit_tokens",
+]
+
+DEFAULT_RECENT_TURNS = 3
+"""Complete turns kept verbatim: the model's latest reasoning and the results it is acting on
+stay exact, and a call is never split from its result."""
+
+DEFAULT_RECENT_MAX_SHARE = 0.25
+"""Most of the window the recent turns may take: past it, whole units are shed, so that one huge
+turn cannot leave a compaction nothing older to work on."""
+
+NOTE_KINDS: frozenset[MessageKind] = frozenset(
+    {
+        "summary",
+        "tool_summary",
+        "tool_result",
+        "tool_result_archived",
+        "synthetic",
+        "restart_marker",
+        "wind_down",
+        "context_note",
+    }
+)
+"""Message kinds contextfold (or a tool) wrote: they never start a turn nor count as the task."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecentWindow:
+    """How much of the tail compaction keeps verbatim."""
+
+    turns: int = DEFAULT_RECENT_TURNS
+    max_share: float = DEFAULT_RECENT_MAX_SHARE
+
+    def max_tokens(self, window_tokens: int) -> int:
+        """The token cap of the window for a context window of ``window_tokens``."""
+        return max(0, int(window_tokens * self.max_share))
+
+
+def is_user_turn(message: Message) -> bool:
+    """True for a message a person (or the caller) wrote as a user turn, not a contextfold note
+    nor a note of the agent harness (an interruption marker, a hook reminder...)."""
+    if message.role != "user" or message.meta.kind in NOTE_KINDS or is_harness_note(message):
+        return False
+    return not any(isinstance(p, SummaryPart) for p in message.parts)
+
+
+def task_index(view: Sequence[Message]) -> int | None:
+    """Index of the first user turn (the task, always kept verbatim), or ``None``."""
+    for i, message in enumerate(view):
+        if is_user_turn(message):
+            return i
+    return None
+
+
+def last_user_index(view: Sequence[Message]) -> int | None:
+    """Index of the last user turn (never dropped), or ``None``."""
+    for i in range(len(view) - 1, -1, -1):
+        if is_user_turn(view[i]):
+            return i
+    return None
+
+
+def turn_starts(view: Sequence[Message]) -> list[int]:
+    """Indices where turns begin (every user turn)."""
+    return [i for i, m in enumerate(view) if is_user_turn(m)]
+
+
+def atomic_units(view: Sequence[Message]) -> list[range]:
+    """The view cut into units that are kept or removed whole, in order, covering every index.
+
+    A unit ends where the next response starts, whatever became of its calls: an assistant
+    message that comes while calls are still open joins the unit only when it is another record
+    of the same response, that is when the results after it answer one of those open calls. A
+    call that never got a result (a process killed mid-tool) thus closes its unit at the next
+    turn instead of swallowing every later turn into one unit that compaction cannot touch.
+    """
+    units: list[range] = []
+    n = len(view)
+    answered_after: dict[int, frozenset[str]] = {}  # see _answered_after
+    i = 0
+    while i < n:
+        start = i
+        message = view[i]
+        i += 1
+        calls = message.tool_calls if message.role == "assistant" else ()
+        if calls:
+            pending = {c.call_id for c in calls}
+            while i < n:
+                nxt = view[i]
+                if nxt.role == "tool":
+                    pending.difference_update(r.call_id for r in nxt.tool_results)
+                elif (
+                    nxt.role == "assistant"
+                    and pending
+                    and not pending.isdisjoint(_answered_after(view, i, answered_after))
+                ):
+                    # Another record of the same response: its calls stay together.
+                    pending.update(c.call_id for c in nxt.tool_calls)
+                else:
+                    break
+                i += 1
+        units.append(range(start, i))
+    return units
+
+
+def _answered_after(
+    view: Sequence[Message], i: int, memo: dict[int, frozenset[str]]
+) -> frozenset[str]:
+    """Call ids answered by the tool messages that follow the run of assistant messages holding
+    ``i``. Memoized for every index of the run, so a long run of records is scanned once."""
+    found = memo.get(i)
+    if found is not None:
+        return found
+    j = i
+    while j < len(view) and view[j].role == "assistant":
+        j += 1
+    ids: set[str] = set()
+    k = j
+    while k < len(view) and view[k].role == "tool":
+        ids.update(r.call_id for r in view[k].tool_results)
+        k += 1
+    found = frozenset(ids)
+    for index in range(i, j):
+        memo[index] = found
+    return found
+
+
+def unit_tokens(view: Sequence[Message], unit: range, counter: TokenCounter) -> int:
+    """Tokens of one unit, as the sum of its messages."""
+    return sum(counter.count_message(view[j]) for j in unit)
+
+
+def recent_window_start(
+    view: Sequence[Message],
+    counter: TokenCounter,
+    *,
+    turns: int = DEFAULT_RECENT_TURNS,
+    max_tokens: int | None = None,
+) -> int:
+    """Index where the protected tail begins (``len(view)`` for an empty view).
+
+    The tail is the last ``turns`` turns when they fit in ``max_tokens``; otherwise the largest
+    suffix of whole units under ``max_tokens``, and at least the last unit. ``turns=0`` keeps
+    only what the cap allows of the last unit (the hard mode).
+    """
+    if not view:
+        return 0
+    units = atomic_units(view)
+    starts = turn_starts(view)
+    if turns <= 0:
+        wanted = units[-1].start
+    elif len(starts) >= turns:
+        wanted = starts[-turns]
+    else:
+        wanted = 0
+    start = units[-1].start
+    used = unit_tokens(view, units[-1], counter)
+    for unit in reversed(units[:-1]):
+        if unit.start < wanted:
+            break
+        cost = unit_tokens(view, unit, counter)
+        if max_tokens is not None and used + cost > max_tokens:
+            break
+        used += cost
+        start = unit.start
+    return start

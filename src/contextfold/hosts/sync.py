@@ -1,0 +1,122 @@
+"""The core every integration shares: keep a contextfold session in step with a framework's
+history, and get the engine's view of it for the next model call.
+
+Frameworks hand their model the whole history on every call (a LangChain state, an Agents SDK
+run's input items, pydantic-ai's message list). :class:`HistorySync` appends to the session only
+what is new since the last call, recognised by a digest of each message, so the transcript in
+the store grows by exactly what happened. A history that no longer starts with what the session
+holds (the framework's own summarization, a trimmed list) continues in a fresh session, linked
+to the old one as its parent: nothing already stored is rewritten.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from contextfold.engine import ContextEngine, PreparedRequest, Session
+from contextfold.engine.session import SystemPrompt
+from contextfold.hosts.digests import message_digest
+from contextfold.messages import (
+    Message,
+    ToolResultPart,
+)
+from contextfold.store import BrowsableSessionStore, SessionStore
+from contextfold.tool_spec import ToolSpec
+
+__all__ = ["HistorySync"]
+
+
+class HistorySync:
+    """One framework conversation and the contextfold session that holds it.
+
+    ``session`` is where to continue (a resumed one, say); without it the first :meth:`update`
+    starts one in ``engine`` with ``title``. Thread-safe: a framework may call from any thread.
+    """
+
+    def __init__(
+        self,
+        engine: ContextEngine,
+        session: Session | None = None,
+        *,
+        title: str | None = None,
+    ) -> None:
+        self.engine = engine
+        self.title = title
+        self._session = session
+        self._seen: list[bytes] = []
+        self._lock = threading.RLock()
+        if session is not None:
+            self._seen = [message_digest(m) for m in _stored(session)]
+
+    @property
+    def session(self) -> Session:
+        """The session the conversation is in now (it changes when the history was rewritten)."""
+        with self._lock:
+            if self._session is None:
+                self._session = self.engine.new_session(title=self.title)
+            return self._session
+
+    def update(self, history: Sequence[Message]) -> int:
+        """Append to the session what ``history`` holds beyond what it held at the last call;
+        the number of messages appended. System messages are left to :meth:`prepare`'s
+        ``system`` (frameworks resend them on every call)."""
+        messages = [m for m in history if m.role != "system"]
+        digests = [message_digest(m) for m in messages]
+        with self._lock:
+            known = len(self._seen)
+            if digests[:known] != self._seen:
+                self._restart()
+                known = 0
+            session = self.session
+            for message in messages[known:]:
+                session.add(message)
+            self._seen = digests
+            return len(messages) - known
+
+    def _restart(self) -> None:
+        """The framework rewrote its history: go on in a new session, the old one its parent."""
+        parent = self._session
+        self._session = self.engine.new_session(
+            title=self.title, parent_id=parent.id if parent is not None else None
+        )
+        self._seen = []
+
+    def prepare(
+        self,
+        history: Sequence[Message],
+        *,
+        system: SystemPrompt = None,
+        tools: Iterable[ToolSpec] = (),
+        engine_tools: bool = True,
+    ) -> PreparedRequest:
+        """:meth:`update` with ``history``, then the engine's next request: what the model
+        should be given instead of the whole history."""
+        with self._lock:
+            self.update(history)
+            return self.session.prepare(system=system, tools=tools, engine_tools=engine_tools)
+
+
+def _stored(session: Session) -> list[Message]:
+    """The messages a resumed session holds, as the framework sent them: a tool output the
+    engine cut or offloaded reads whole again from its blob, so it digests like the original."""
+    store = session.engine.store
+    stored = (
+        [m for _, m in store.iter_messages(session.id)]
+        if isinstance(store, BrowsableSessionStore)
+        else list(session.view)
+    )
+    return [_whole(store, session.id, m) for m in stored if m.role != "system"]
+
+
+def _whole(store: SessionStore, session_id: str, message: Message) -> Message:
+    if not any(r.ref for r in message.tool_results):
+        return message
+    parts = [
+        replace(p, content=store.get_blob(session_id, p.ref), ref=None)
+        if isinstance(p, ToolResultPart) and p.ref
+        else p
+        for p in message.parts
+    ]
+    return message.with_parts(parts)

