@@ -34,6 +34,7 @@ tool's functions are named ``<namespace>__<name>``. Hosted tools (``web_search``
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypeAlias
@@ -324,21 +325,46 @@ def _where(prefix: str, loc: Sequence[int | str]) -> str:
     return out
 
 
+_TAG = re.compile(r"^(str|int|bool|float|none|list\[.*\]|dict\[.*\]|[a-z]+-.*|literal\[.*\])$")
+_NOUNS = {
+    "str": "a string",
+    "int": "an integer",
+    "bool": "a boolean",
+    "float": "a number",
+    "list": "an array",
+    "dict": "an object",
+}
+
+
 def _check(model: type[_Wire], value: Any, where: str) -> Any:
     """``value`` validated by ``model``; a :class:`ResponsesRequestError` naming the first bad
-    field otherwise."""
+    field otherwise. A field that may be one of several types (``input``: a string or an array)
+    says so, rather than what the first of them wanted."""
     if not isinstance(value, Mapping):
         raise ResponsesRequestError(where or None, "expected an object")
     try:
         return model.model_validate(value)
     except _PydanticError as exc:
-        first = exc.errors(include_url=False)[0]
-        kind = first["type"]
-        loc = [step for step in first["loc"] if not (isinstance(step, str) and "[" in step)]
-        message = _MESSAGES.get(kind) or first["msg"]
-        if kind == "literal_error":
-            message = f"{first['msg'].lower()}, got {first.get('input')!r}"
-        raise ResponsesRequestError(_where(where, loc) or None, message) from None
+        errors = exc.errors(include_url=False)
+        first = errors[0]
+        loc = list(first["loc"])
+        tag = next((i for i, s in enumerate(loc) if isinstance(s, str) and _TAG.match(s)), None)
+        if tag is None:
+            message = _MESSAGES.get(first["type"]) or first["msg"]
+            if first["type"] == "literal_error":
+                message = f"{first['msg'].lower()}, got {first.get('input')!r}"
+            raise ResponsesRequestError(_where(where, loc) or None, message) from None
+        head = loc[:tag]
+        deeper = [e for e in errors if list(e["loc"][:tag]) == head and len(e["loc"]) > tag + 1]
+        if deeper:
+            # The value had the right type for one branch and failed inside it: say where.
+            inner = [s for s in deeper[0]["loc"] if not (isinstance(s, str) and _TAG.match(s))]
+            message = _MESSAGES.get(deeper[0]["type"]) or deeper[0]["msg"]
+            raise ResponsesRequestError(_where(where, inner) or None, message) from None
+        tags = [str(e["loc"][tag]) for e in errors if list(e["loc"][:tag]) == head]
+        nouns = [_NOUNS[t.split("[")[0]] for t in tags if t.split("[")[0] in _NOUNS]
+        message = "expected " + " or ".join(dict.fromkeys(nouns)) if nouns else first["msg"]
+        raise ResponsesRequestError(_where(where, head) or None, message) from None
 
 
 def _check_unicode(value: Any) -> None:
