@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextfold._exceptions import ContextOverflowError, ProviderError, RateLimitError
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -30,7 +31,6 @@ from contextfold.wire.responses import (
     read_request,
     write_request,
 )
-from contextfold._exceptions import ContextOverflowError, ProviderError, RateLimitError
 from tests.strategies import arguments, ident, visible_text
 
 # A body shaped like the ones codex-rs sends (core's ResponsesApiRequest and protocol's
@@ -311,7 +311,11 @@ def test_local_shell_call_reads_as_a_call() -> None:
     }
     request = read_request(body)
     call = request.messages[0].tool_calls[0]
-    assert (call.call_id, call.name, call.args()["command"]) == ("ls1", "local_shell", ["ls", "-la"])
+    assert (call.call_id, call.name, call.args()["command"]) == (
+        "ls1",
+        "local_shell",
+        ["ls", "-la"],
+    )
     assert request.messages[1].tool_results[0].content == "total 0"
     assert _rewrite({"model": "", **body})["input"] == body["input"]
 
@@ -320,14 +324,31 @@ def test_local_shell_call_reads_as_a_call() -> None:
     ("body", "param", "words"),
     [
         ([], None, "JSON object"),
-        ({"input": [{"type": "function_call_output", "call_id": 5, "output": "x"}]},
-         "input[0].call_id", "expected a string"),
-        ({"input": [{}, {}, {}, {"type": "function_call", "name": "f", "arguments": "{}",
-                              "call_id": ["x"]}]},
-         "input[0].type", "Field required"),
-        ({"input": [{"role": "user", "content": "x"}] * 3
-          + [{"type": "function_call", "name": "f", "arguments": "{}", "call_id": ["x"]}]},
-         "input[3].call_id", "expected a string"),
+        (
+            {"input": [{"type": "function_call_output", "call_id": 5, "output": "x"}]},
+            "input[0].call_id",
+            "expected a string",
+        ),
+        (
+            {
+                "input": [
+                    {},
+                    {},
+                    {},
+                    {"type": "function_call", "name": "f", "arguments": "{}", "call_id": ["x"]},
+                ]
+            },
+            "input[0].type",
+            "Field required",
+        ),
+        (
+            {
+                "input": [{"role": "user", "content": "x"}] * 3
+                + [{"type": "function_call", "name": "f", "arguments": "{}", "call_id": ["x"]}]
+            },
+            "input[3].call_id",
+            "expected a string",
+        ),
         ({"input": "a\ud800b"}, "input", "lone surrogate"),
         ({"model": "gpt\udc00"}, "model", "lone surrogate"),
         ({"stream": "yes"}, "stream", "expected a boolean"),
@@ -336,29 +357,52 @@ def test_local_shell_call_reads_as_a_call() -> None:
         ({"max_output_tokens": 0}, "max_output_tokens", "positive"),
         ({"input": 5}, "input", "expected"),
         ({"input": [{"type": "message", "role": "bot", "content": "x"}]}, "input[0].role", "bot"),
-        ({"input": [{"role": "user", "content": [{"type": [1], "text": "x"}]}]},
-         "input[0].content[0].type", "expected a string"),
-        ({"input": [{"role": "user", "content": [{"type": {"a": 1}}]}]},
-         "input[0].content[0].type", "expected a string"),
-        ({"input": [{"role": "user", "content": [{"type": "input_text", "text": 3}]}]},
-         "input[0].content[0].text", "expected a string"),
-        ({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]},
-         "input[0].content[0].type", "not supported"),
+        (
+            {"input": [{"role": "user", "content": [{"type": [1], "text": "x"}]}]},
+            "input[0].content[0].type",
+            "expected a string",
+        ),
+        (
+            {"input": [{"role": "user", "content": [{"type": {"a": 1}}]}]},
+            "input[0].content[0].type",
+            "expected a string",
+        ),
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_text", "text": 3}]}]},
+            "input[0].content[0].text",
+            "expected a string",
+        ),
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]},
+            "input[0].content[0].type",
+            "not supported",
+        ),
         ({"input": [{"type": "reasoning", "summary": "x"}]}, "input[0].summary", "array"),
         ({"input": [{"type": 7}]}, "input[0].type", "expected a string"),
-        ({"input": [{"type": "reasoning", "content": [{"type": "reasoning_text", "text": 1}]}]},
-         "input[0].content[0].text", "expected a string"),
+        (
+            {"input": [{"type": "reasoning", "content": [{"type": "reasoning_text", "text": 1}]}]},
+            "input[0].content[0].text",
+            "expected a string",
+        ),
         ({"input": ["text"]}, "input[0]", "expected an object"),
         ({"tools": [{"type": "function"}]}, "tools[0].name", "Field required"),
-        ({"tools": [{"type": "function", "name": "f", "parameters": "x"}]},
-         "tools[0].parameters", "expected an object"),
-        ({"tools": [{"type": "namespace", "name": "n", "tools": [{"type": "function"}]}]},
-         "tools[0].tools[0].name", "Field required"),
+        (
+            {"tools": [{"type": "function", "name": "f", "parameters": "x"}]},
+            "tools[0].parameters",
+            "expected an object",
+        ),
+        (
+            {"tools": [{"type": "namespace", "name": "n", "tools": [{"type": "function"}]}]},
+            "tools[0].tools[0].name",
+            "Field required",
+        ),
         ({"tool_choice": 3}, "tool_choice", "expected"),
         ({"include": ["a", 2]}, "include[1]", "expected a string"),
     ],
 )
-def test_malformed_bodies_are_refused_naming_the_field(body: Any, param: str | None, words: str) -> None:
+def test_malformed_bodies_are_refused_naming_the_field(
+    body: Any, param: str | None, words: str
+) -> None:
     with pytest.raises(ResponsesRequestError) as caught:
         read_request(body)
     assert caught.value.param == param
@@ -413,12 +457,30 @@ def test_messages_from_another_protocol_are_written_as_items() -> None:
     )
     assert body["instructions"] == "sys"
     assert body["input"] == [
-        {"type": "message", "role": "system", "content": [{"type": "input_text", "text": "be brief"}]},
+        {
+            "type": "message",
+            "role": "system",
+            "content": [{"type": "input_text", "text": "be brief"}],
+        },
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "read a"}]},
         {"type": "reasoning", "summary": [{"type": "summary_text", "text": "I should read it"}]},
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Reading."}]},
-        {"type": "function_call", "call_id": "toolu_1", "name": "read", "arguments": '{"path":"a"}'},
-        {"type": "custom_tool_call", "call_id": "toolu_2", "name": "patch", "input": "*** Begin Patch"},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Reading."}],
+        },
+        {
+            "type": "function_call",
+            "call_id": "toolu_1",
+            "name": "read",
+            "arguments": '{"path":"a"}',
+        },
+        {
+            "type": "custom_tool_call",
+            "call_id": "toolu_2",
+            "name": "patch",
+            "input": "*** Begin Patch",
+        },
         {
             "type": "function_call_output",
             "call_id": "toolu_1",

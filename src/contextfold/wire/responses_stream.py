@@ -160,7 +160,10 @@ def usage_to_wire(usage: Usage | None, reasoning_tokens: int = 0) -> dict[str, A
     usage = usage or Usage()
     return {
         "input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+        "input_tokens_details": {
+            "cached_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        },
         "output_tokens": usage.output_tokens,
         "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
         "total_tokens": usage.input_tokens + usage.output_tokens,
@@ -179,10 +182,12 @@ def usage_from_wire(usage: Any) -> tuple[Usage | None, int]:
     cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
     out_details = usage.get("output_tokens_details")
     reasoning = out_details.get("reasoning_tokens") if isinstance(out_details, Mapping) else None
+    written = details.get("cache_write_tokens") if isinstance(details, Mapping) else None
     neutral = Usage(
         input_tokens=_count(usage.get("input_tokens")),
         output_tokens=_count(usage.get("output_tokens")),
         cache_read_tokens=_count(cached),
+        cache_write_tokens=_count(written),
     )
     return neutral, _count(reasoning)
 
