@@ -508,7 +508,7 @@ def read_request(body: Any) -> ResponsesRequest:
     return ResponsesRequest(
         model=checked.model,
         system=checked.instructions or "",
-        messages=tuple(items_to_messages(items, tools=namespaces)),
+        messages=tuple(items_to_messages(items)),
         tools=tuple(tools),
         raw_tools=tuple(raw_tools),
         custom_tools=frozenset(custom),

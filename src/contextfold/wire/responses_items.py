@@ -172,13 +172,9 @@ def _details(item: Mapping[str, Any], *drop: str) -> dict[str, Any]:
     return {k: v for k, v in item.items() if k not in drop}
 
 
-def items_to_messages(
-    items: Iterable[Mapping[str, Any]], *, tools: Mapping[str, tuple[str, str]] | None = None
-) -> list[Message]:
-    """Neutral messages of checked ``input`` (or ``output``) items; see the module docstring.
-    ``tools`` is unused beyond documentation of namespaces: a call's neutral name is always
-    ``<namespace>__<name>`` when it has a namespace."""
-    del tools  # the name of a namespaced call is built from the call itself
+def items_to_messages(items: Iterable[Mapping[str, Any]]) -> list[Message]:
+    """Neutral messages of checked ``input`` (or ``output``) items; see the docstring of
+    :mod:`contextfold.wire.responses`. A namespaced call is named ``<namespace>__<name>``."""
     out: list[Message] = []
     group: list[Mapping[str, Any]] = []
     names: dict[str, str] = {}
@@ -283,13 +279,12 @@ def _assistant_message(items: Sequence[Mapping[str, Any]]) -> Message:
         details["reasoning"] = reasoning
     if calls:
         details["calls"] = calls
-    flags = ("invalid_arguments",) if any(not c.arguments_valid for c in parts_calls(parts)) else ()
+    flags = ("invalid_arguments",) if any(not c.arguments_valid for c in _calls_of(parts)) else ()
     provider = {PROVIDER_KEY: details} if details else {}
     return Message("assistant", tuple(parts), meta=Meta(flags=flags, provider=provider))
 
 
-def parts_calls(parts: Iterable[Part]) -> list[ToolCallPart]:
-    """The tool calls among ``parts``."""
+def _calls_of(parts: Iterable[Part]) -> list[ToolCallPart]:
     return [p for p in parts if isinstance(p, ToolCallPart)]
 
 
