@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold._exceptions import ContextOverflowError, ProviderError, RateLimitError
+from contextfold.errors import ContextOverflowError, ProviderError, RateLimitError
 from contextfold.messages import (
     ImagePart,
     Message,

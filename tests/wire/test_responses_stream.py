@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from contextfold._exceptions import ContextOverflowError, ProviderError
+from contextfold.errors import ContextOverflowError, ProviderError
 from contextfold.messages import Message, TextPart, ThinkingPart, ToolCallPart, Usage
 from contextfold.wire.responses import error_body, read_request
 from contextfold.wire.responses_stream import (

@@ -42,7 +42,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 from pydantic import ValidationError as _PydanticError
 
-from contextfold._exceptions import (
+from contextfold.errors import (
     ContextOverflowError,
     FormatError,
     ProviderError,

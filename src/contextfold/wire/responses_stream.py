@@ -7,7 +7,7 @@ upstream that speaks Responses, and reads the whole reply at the end. :func:`wri
 :func:`read_response` are the same for a non-streamed reply (the encoder builds the response
 object, so a reply streamed and one answered whole are the same object).
 
-The neutral events are the stream events of :mod:`contextfold.providers.types` with what a relay
+The neutral events are the stream events of :mod:`contextfold.chat` with what a relay
 needs besides: argument deltas and the end of a call, usage, the finish, and a provider item
 passed whole. The first three keep the names and fields of their twins there.
 
@@ -30,7 +30,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from contextfold._exceptions import ProviderError
+from contextfold.errors import ProviderError
 from contextfold.messages import (
     Message,
     Meta,
