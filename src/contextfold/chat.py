@@ -2,9 +2,11 @@
 
 The engine builds a :class:`ChatRequest` (messages, system blocks, tools, cache breakpoints) and
 hands it to a :class:`~contextfold.providers.base.ChatModel`. ``complete`` returns a
-:class:`ChatResponse`; ``stream`` yields :class:`TextDelta`, :class:`ThinkingDelta` and
-:class:`ToolCallStarted` events and ends with one :class:`StreamDone` carrying the same
-:class:`ChatResponse` ``complete`` would have returned.
+:class:`ChatResponse`; ``stream`` yields the neutral stream events (:data:`WireEvent`: text,
+reasoning, tool calls and their arguments, usage, the finish) and ends with one
+:class:`StreamDone` carrying the same :class:`ChatResponse` ``complete`` would have returned.
+The same events are what each protocol's stream decoder in :mod:`contextfold.wire` makes, and
+what the proxy relays from an upstream of one protocol to a client of another.
 
 Plain values with no behaviour beyond their own fields, kept apart from the adapters' base class
 so that what only reads or builds a request (the retry policy, the wire encoders, the prompt
@@ -24,12 +26,21 @@ from contextfold.tool_spec import ToolSpec
 __all__ = [
     "ChatRequest",
     "ChatResponse",
+    "Finished",
+    "ProviderItem",
+    "RedactedThinking",
     "StreamDone",
     "StreamEvent",
     "SystemBlock",
     "TextDelta",
     "ThinkingDelta",
+    "ThinkingSignature",
+    "ToolCallDelta",
+    "ToolCallDone",
     "ToolCallStarted",
+    "UsageReport",
+    "WireEvent",
+    "neutral_stop_reason",
 ]
 
 
@@ -138,11 +149,68 @@ class ThinkingDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ThinkingSignature:
+    """The signature of the reasoning streamed so far (Anthropic's ``signature_delta``): the
+    reasoning block it closes must go back to that provider with it, unchanged."""
+
+    signature: str
+
+
+@dataclass(frozen=True, slots=True)
+class RedactedThinking:
+    """A block of reasoning the provider sent encrypted (Anthropic's ``redacted_thinking``)."""
+
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallStarted:
-    """The model began a tool call; its arguments arrive with the final :class:`StreamDone`."""
+    """The model began a tool call (``name`` is the neutral name, a Responses namespace
+    included); its arguments follow as :class:`ToolCallDelta` events, or arrive whole with the
+    final :class:`StreamDone`."""
 
     call_id: str
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A piece of a call's JSON arguments."""
+
+    call_id: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDone:
+    """A call is complete; ``arguments`` is its whole JSON text when the source gave it."""
+
+    call_id: str
+    arguments: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReport:
+    """The tokens of the call (``reasoning_tokens`` are among the output tokens)."""
+
+    usage: Usage
+    reasoning_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The end of the reply. ``stop_reason`` in the Chat words: ``"stop"``, ``"tool_calls"``,
+    ``"length"``, ``"content_filter"`` (:func:`neutral_stop_reason` reads the others')."""
+
+    stop_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderItem:
+    """A Responses output item passed whole (a reasoning item with its ``encrypted_content``, a
+    ``web_search_call``), when the upstream speaks Responses too."""
+
+    item: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,4 +220,38 @@ class StreamDone:
     response: ChatResponse
 
 
-StreamEvent: TypeAlias = TextDelta | ThinkingDelta | ToolCallStarted | StreamDone
+WireEvent: TypeAlias = (
+    TextDelta
+    | ThinkingDelta
+    | ThinkingSignature
+    | RedactedThinking
+    | ToolCallStarted
+    | ToolCallDelta
+    | ToolCallDone
+    | UsageReport
+    | Finished
+    | ProviderItem
+)
+"""What one protocol's stream decoder (:mod:`contextfold.wire`) makes of the provider's events,
+and what another protocol's encoder turns into its own: the neutral stream a proxy relays."""
+
+StreamEvent: TypeAlias = WireEvent | StreamDone
+"""What a chat model's ``stream`` yields: the neutral events, then one :class:`StreamDone`."""
+
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "refusal": "content_filter",
+    "function_call": "tool_calls",
+}
+
+
+def neutral_stop_reason(stop_reason: str | None) -> str | None:
+    """A provider's stop reason in the Chat words :class:`Finished` uses (Anthropic's
+    ``end_turn`` is ``stop``, ``tool_use`` is ``tool_calls``, ``max_tokens`` is ``length``)."""
+    if stop_reason is None:
+        return None
+    return _STOP_REASONS.get(stop_reason, stop_reason)

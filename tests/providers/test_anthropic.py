@@ -21,6 +21,13 @@ from contextfold import (
     ToolSpec,
     Usage,
 )
+from contextfold.chat import (
+    Finished,
+    ThinkingSignature,
+    ToolCallDelta,
+    ToolCallDone,
+    UsageReport,
+)
 from contextfold.providers import (
     AnthropicChat,
     ChatRequest,
@@ -285,9 +292,15 @@ def test_stream_assembles_thinking_text_tool_use_and_usage(
     assert events[:-1] == [
         ThinkingDelta("Need the "),
         ThinkingDelta("file."),
+        ThinkingSignature("ErUBCkYIARgC"),
         TextDelta("Reading"),
         TextDelta(" it."),
         ToolCallStarted("toolu_01T", "read_file"),
+        ToolCallDelta("toolu_01T", '{"path": "sr'),
+        ToolCallDelta("toolu_01T", 'c/a.py"}'),
+        ToolCallDone("toolu_01T", '{"path": "src/a.py"}'),
+        UsageReport(Usage(4472, 89, cache_read_tokens=4000)),
+        Finished("tool_calls"),
     ]
     done = events[-1]
     assert isinstance(done, StreamDone)

@@ -136,7 +136,6 @@ class CompactionCounter:
     ) -> int:
         """Prompt tokens of a whole request, with view messages answered from memory."""
         listed = list(messages)
-        return (
-            self.counter.count_request([], system=system, tools=tools)
-            + self.count_messages(listed)
+        return self.counter.count_request([], system=system, tools=tools) + self.count_messages(
+            listed
         )

@@ -13,32 +13,24 @@ them back unchanged, as the API requires.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
-from contextfold.chat import (
-    ChatRequest,
-    ChatResponse,
-    StreamDone,
-    StreamEvent,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallStarted,
-)
+from contextfold.chat import ChatRequest, ChatResponse, StreamDone, StreamEvent
 from contextfold.errors import MissingDependencyError
 from contextfold.providers._retry import RetryPolicy
 from contextfold.providers._sdk import SDKClients, resolve_api_key, wire_dict
 from contextfold.providers.base import BaseChatModel
 from contextfold.providers.errors import map_sdk_errors
-from contextfold.wire.anthropic import _RAW_ARGUMENTS_KEY, parse_anthropic_response
+from contextfold.wire.anthropic import parse_anthropic_response
 from contextfold.wire.anthropic_request import (
     DEFAULT_MAX_TOKENS,
     MAX_CACHE_BREAKPOINTS,
     encode_request,
     limit_cache_breakpoints,
 )
+from contextfold.wire.anthropic_stream import AnthropicStreamDecoder
 
 try:
     import anthropic
@@ -70,97 +62,9 @@ def _anthropic_errors(provider: str, env_var: str) -> AbstractContextManager[Non
     return map_sdk_errors(anthropic, provider, env_var)
 
 
-# --------------------------------------------------------------------------------------------------
-# streaming
-# --------------------------------------------------------------------------------------------------
-
-
-class AnthropicStreamAssembler:
-    """Builds a :class:`ChatResponse` from messages-API stream events, yielding events on the way.
-
-    ``message_start`` carries the id, model and the prompt's usage; content blocks open with
-    ``content_block_start`` and grow by ``text_delta``, ``thinking_delta``, ``signature_delta`` and
-    ``input_json_delta`` (a tool's input as JSON text in pieces); ``message_delta`` carries the
-    stop reason and the final usage figures, which replace the earlier ones.
-    """
-
-    def __init__(self) -> None:
-        self.header: dict[str, Any] = {}
-        self.usage: dict[str, Any] = {}
-        self.stop_reason: str | None = None
-        self.blocks: dict[int, dict[str, Any]] = {}
-        self.pieces: dict[int, list[str]] = {}
-
-    def feed(self, event: Mapping[str, Any]) -> Iterator[StreamEvent]:
-        """Take one event (as a dict); yield the stream events it contains."""
-        kind = event.get("type")
-        if kind == "message_start":
-            message = event.get("message") or {}
-            self.header = {k: message[k] for k in ("id", "model") if message.get(k)}
-            self._merge_usage(message.get("usage"))
-        elif kind == "content_block_start":
-            index = int(event.get("index", len(self.blocks)))
-            block = dict(event.get("content_block") or {})
-            self.blocks[index] = block
-            self.pieces[index] = []
-            if block.get("type") in ("tool_use", "server_tool_use"):
-                yield ToolCallStarted(str(block.get("id", "")), str(block.get("name", "")))
-        elif kind == "content_block_delta":
-            yield from self._delta(int(event.get("index", 0)), event.get("delta") or {})
-        elif kind == "message_delta":
-            delta = event.get("delta") or {}
-            if delta.get("stop_reason"):
-                self.stop_reason = delta["stop_reason"]
-            self._merge_usage(event.get("usage"))
-
-    def _delta(self, index: int, delta: Mapping[str, Any]) -> Iterator[StreamEvent]:
-        block = self.blocks.setdefault(index, {"type": "text", "text": ""})
-        pieces = self.pieces.setdefault(index, [])
-        kind = delta.get("type")
-        if kind == "text_delta":
-            pieces.append(str(delta.get("text", "")))
-            yield TextDelta(pieces[-1])
-        elif kind == "thinking_delta":
-            pieces.append(str(delta.get("thinking", "")))
-            yield ThinkingDelta(pieces[-1])
-        elif kind == "signature_delta":
-            block["signature"] = block.get("signature", "") + str(delta.get("signature", ""))
-        elif kind == "input_json_delta":
-            pieces.append(str(delta.get("partial_json", "")))
-
-    def _merge_usage(self, usage: Any) -> None:
-        if isinstance(usage, Mapping):
-            self.usage.update({k: v for k, v in usage.items() if v is not None})
-
-    def response(self) -> ChatResponse:
-        """The assembled response (call after the last event)."""
-        content = [self._finished(i) for i in sorted(self.blocks)]
-        data = {
-            **self.header,
-            "content": content,
-            "stop_reason": self.stop_reason,
-            "usage": self.usage or None,
-        }
-        return response_from_message(data)
-
-    def _finished(self, index: int) -> dict[str, Any]:
-        block = dict(self.blocks[index])
-        joined = "".join(self.pieces.get(index, ()))
-        kind = block.get("type")
-        if kind == "text":
-            block["text"] = block.get("text", "") + joined
-        elif kind == "thinking":
-            block["thinking"] = block.get("thinking", "") + joined
-        elif kind in ("tool_use", "server_tool_use"):
-            if joined.strip():
-                try:
-                    block["input"] = json.loads(joined)
-                except ValueError:
-                    # Keep what the model sent, verbatim; the wire adapter flags it as invalid.
-                    block["input"] = {_RAW_ARGUMENTS_KEY: joined}
-            else:
-                block.setdefault("input", {})
-        return block
+AnthropicStreamAssembler = AnthropicStreamDecoder
+"""The stream reader, by its former name: :class:`~contextfold.wire.anthropic_stream.
+AnthropicStreamDecoder`, the one the proxy uses too."""
 
 
 def response_from_message(message: AnthropicMessage | Mapping[str, Any]) -> ChatResponse:
@@ -275,7 +179,7 @@ class AnthropicChat(BaseChatModel):
         return response_from_message(message)
 
     def _stream_once(self, request: ChatRequest) -> Iterator[StreamEvent]:
-        assembler = AnthropicStreamAssembler()
+        assembler = AnthropicStreamDecoder()
         kwargs = self.request_kwargs(request, stream=True)
         with self._sync_client().messages.create(**kwargs) as events:
             for event in events:
@@ -283,7 +187,7 @@ class AnthropicChat(BaseChatModel):
         yield StreamDone(assembler.response())
 
     async def _astream_once(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
-        assembler = AnthropicStreamAssembler()
+        assembler = AnthropicStreamDecoder()
         kwargs = self.request_kwargs(request, stream=True)
         events = await self._async_client_().messages.create(**kwargs)
         async with events:

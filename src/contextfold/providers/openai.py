@@ -24,15 +24,7 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
-from contextfold.chat import (
-    ChatRequest,
-    ChatResponse,
-    StreamDone,
-    StreamEvent,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallStarted,
-)
+from contextfold.chat import ChatRequest, ChatResponse, StreamDone, StreamEvent
 from contextfold.errors import MissingDependencyError
 from contextfold.model_registry import default_registry
 from contextfold.providers._estimated_usage import UsageEstimatedWarning, estimated_usage
@@ -49,6 +41,7 @@ from contextfold.providers.ollama import (
 from contextfold.tokens.counters import TokenCounter, counter_for
 from contextfold.wire.chat_completions import parse_openai_response
 from contextfold.wire.chat_completions_request import MaxTokensField, encode_request
+from contextfold.wire.chat_completions_stream import ChatStreamDecoder
 
 try:
     import openai
@@ -84,89 +77,9 @@ def _openai_errors(provider: str, env_var: str) -> AbstractContextManager[None]:
     return map_sdk_errors(openai, provider, env_var)
 
 
-class OpenAIStreamAssembler:
-    """Builds a :class:`ChatResponse` from chat-completion chunks, yielding events on the way.
-
-    Text and reasoning (``reasoning_content`` or ``reasoning``) arrive as deltas; a tool call's
-    id and name arrive once and its arguments in pieces, all keyed by the call's ``index``; with
-    ``include_usage`` a last chunk with no choices carries the usage.
-    """
-
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.reasoning: list[str] = []
-        self.calls: dict[int, dict[str, Any]] = {}
-        self.finish_reason: str | None = None
-        self.usage: Mapping[str, Any] | None = None
-        self.header: dict[str, Any] = {}
-
-    def feed(self, chunk: Mapping[str, Any]) -> Iterator[StreamEvent]:
-        """Take one chunk (as a dict); yield the events it contains."""
-        for key in ("id", "model"):
-            if chunk.get(key) and key not in self.header:
-                self.header[key] = chunk[key]
-        if chunk.get("usage"):
-            self.usage = chunk["usage"]
-        for choice in chunk.get("choices") or ():
-            if choice.get("index", 0) != 0:
-                continue
-            if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
-            delta = choice.get("delta") or {}
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            if isinstance(reasoning, str) and reasoning:
-                self.reasoning.append(reasoning)
-                yield ThinkingDelta(reasoning)
-            content = delta.get("content")
-            if isinstance(content, str) and content:
-                self.text.append(content)
-                yield TextDelta(content)
-            for call in delta.get("tool_calls") or ():
-                started = self._add_call_delta(call)
-                if started is not None:
-                    yield started
-
-    def _add_call_delta(self, delta: Mapping[str, Any]) -> ToolCallStarted | None:
-        index = delta.get("index")
-        if index is None:
-            # Some servers omit the index when they send each call whole in one delta.
-            index = len(self.calls)
-        call = self.calls.setdefault(index, {"id": "", "name": "", "arguments": [], "told": False})
-        function = delta.get("function") or {}
-        if delta.get("id"):
-            call["id"] = delta["id"]
-        if function.get("name"):
-            call["name"] += function["name"]
-        if function.get("arguments"):
-            call["arguments"].append(function["arguments"])
-        if not call["told"] and call["id"] and call["name"]:
-            call["told"] = True
-            return ToolCallStarted(call["id"], call["name"])
-        return None
-
-    def response(self) -> ChatResponse:
-        """The assembled response (call after the last chunk)."""
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": "".join(self.text) or None,
-        }
-        if self.reasoning:
-            message["reasoning_content"] = "".join(self.reasoning)
-        if self.calls:
-            message["tool_calls"] = [
-                {
-                    "id": call["id"] or f"call_{index}",
-                    "type": "function",
-                    "function": {"name": call["name"], "arguments": "".join(call["arguments"])},
-                }
-                for index, call in sorted(self.calls.items())
-            ]
-        data = {
-            **self.header,
-            "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}],
-            "usage": self.usage,
-        }
-        return response_from_completion(data)
+OpenAIStreamAssembler = ChatStreamDecoder
+"""The stream reader, by its former name: :class:`~contextfold.wire.chat_completions_stream.
+ChatStreamDecoder`, the one the proxy uses too."""
 
 
 def response_from_completion(completion: ChatCompletion | Mapping[str, Any]) -> ChatResponse:
@@ -370,7 +283,7 @@ class OpenAIChat(BaseChatModel):
         return self._with_usage(response_from_completion(completion), request)
 
     def _stream_once(self, request: ChatRequest) -> Iterator[StreamEvent]:
-        assembler = OpenAIStreamAssembler()
+        assembler = ChatStreamDecoder()
         kwargs = self.request_kwargs(request, stream=True)
         with self._sync_client().chat.completions.create(**kwargs) as chunks:
             for chunk in chunks:
@@ -378,7 +291,7 @@ class OpenAIChat(BaseChatModel):
         yield StreamDone(self._with_usage(assembler.response(), request))
 
     async def _astream_once(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
-        assembler = OpenAIStreamAssembler()
+        assembler = ChatStreamDecoder()
         kwargs = self.request_kwargs(request, stream=True)
         chunks = await self._async_client_().chat.completions.create(**kwargs)
         async with chunks:

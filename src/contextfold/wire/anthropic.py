@@ -34,6 +34,7 @@ from contextfold.wire.values import MessageError, as_id, as_text, child, shown, 
 
 __all__ = [
     "CACHE_CONTROL",
+    "RAW_ARGUMENTS_KEY",
     "AnthropicRequest",
     "from_anthropic",
     "parse_anthropic_response",
@@ -45,7 +46,8 @@ __all__ = [
 CACHE_CONTROL: Mapping[str, str] = {"type": "ephemeral"}
 """The marker Anthropic reads as "cache everything up to and including this block"."""
 
-_RAW_ARGUMENTS_KEY = "_raw_arguments"
+RAW_ARGUMENTS_KEY = "_raw_arguments"
+"""Where a tool call's arguments that are not a JSON object travel inside ``tool_use.input``."""
 
 
 @dataclass
@@ -171,7 +173,7 @@ def _block(part: Part) -> dict[str, Any] | None:
         except (ValueError, RecursionError):  # not JSON, or nested too deeply to read
             parsed = None
         # tool_use.input must be an object; invalid JSON travels verbatim under one key.
-        tool_input = parsed if isinstance(parsed, dict) else {_RAW_ARGUMENTS_KEY: part.arguments}
+        tool_input = parsed if isinstance(parsed, dict) else {RAW_ARGUMENTS_KEY: part.arguments}
         return {"type": "tool_use", "id": part.call_id, "name": part.name, "input": tool_input}
     if isinstance(part, ToolResultPart):
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.call_id}
@@ -292,8 +294,8 @@ def _assistant_part(block: Any) -> Part | None:
         return ThinkingPart("", None, as_text(block.get("data")))
     if kind in ("tool_use", "server_tool_use"):
         tool_input = block.get("input", {})
-        if isinstance(tool_input, Mapping) and set(tool_input) == {_RAW_ARGUMENTS_KEY}:
-            arguments = as_text(tool_input[_RAW_ARGUMENTS_KEY])
+        if isinstance(tool_input, Mapping) and set(tool_input) == {RAW_ARGUMENTS_KEY}:
+            arguments = as_text(tool_input[RAW_ARGUMENTS_KEY])
         else:
             arguments = as_text(tool_input)
         return ToolCallPart(as_id(block.get("id")) or "", as_text(block.get("name")), arguments)

@@ -7,9 +7,8 @@ upstream that speaks Responses, and reads the whole reply at the end. :func:`wri
 :func:`read_response` are the same for a non-streamed reply (the encoder builds the response
 object, so a reply streamed and one answered whole are the same object).
 
-The neutral events are the stream events of :mod:`contextfold.chat` with what a relay
-needs besides: argument deltas and the end of a call, usage, the finish, and a provider item
-passed whole. The first three keep the names and fields of their twins there.
+The neutral events are the stream events of :mod:`contextfold.chat` (:data:`WireEvent`), the
+ones every protocol's decoder makes.
 
 What Codex reads of a stream (``codex-rs/codex-api/src/sse/responses.rs``): the JSON ``type`` of
 each event (the SSE ``event:`` line is not read); ``response.created``;
@@ -30,16 +29,25 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from contextfold.chat import (
+    Finished,
+    ProviderItem,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallDone,
+    ToolCallStarted,
+    UsageReport,
+    WireEvent,
+)
 from contextfold.errors import ProviderError
 from contextfold.messages import (
     Message,
     Meta,
-    SummaryPart,
-    TextPart,
-    ThinkingPart,
     ToolCallPart,
     Usage,
 )
+from contextfold.wire.neutral import events_of_message
 from contextfold.wire.responses import error_from_body
 from contextfold.wire.responses_items import (
     NAMESPACE_SEPARATOR,
@@ -70,83 +78,8 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------------------------------
-# neutral stream events
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class TextDelta:
-    """A piece of reply text, in order."""
-
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class ThinkingDelta:
-    """A piece of model reasoning, in order."""
-
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallStarted:
-    """The model began a tool call (``name`` is the neutral name, namespace included)."""
-
-    call_id: str
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallDelta:
-    """A piece of a call's JSON arguments."""
-
-    call_id: str
-    arguments: str
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallDone:
-    """A call is complete; ``arguments`` is its whole JSON text when the source gave it."""
-
-    call_id: str
-    arguments: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class UsageReport:
-    """The tokens of the call (``reasoning_tokens`` are among the output tokens)."""
-
-    usage: Usage
-    reasoning_tokens: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Finished:
-    """The end of the reply. ``stop_reason`` in the Chat words: ``"stop"``, ``"tool_calls"``,
-    ``"length"`` (Anthropic's ``"end_turn"``, ``"tool_use"``, ``"max_tokens"`` are read too)."""
-
-    stop_reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ProviderItem:
-    """A Responses output item passed whole (a reasoning item with its ``encrypted_content``, a
-    ``web_search_call``), when the upstream speaks Responses too."""
-
-    item: Mapping[str, Any]
-
-
-NeutralEvent: TypeAlias = (
-    TextDelta
-    | ThinkingDelta
-    | ToolCallStarted
-    | ToolCallDelta
-    | ToolCallDone
-    | UsageReport
-    | Finished
-    | ProviderItem
-)
+NeutralEvent: TypeAlias = WireEvent
+"""The neutral stream events (:data:`contextfold.chat.WireEvent`)."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -555,33 +488,6 @@ def _custom_input(arguments: str) -> str:
         return arguments
     text = value.get("input") if isinstance(value, dict) else None
     return text if isinstance(text, str) else arguments
-
-
-def events_of_message(message: Message) -> list[NeutralEvent]:
-    """The neutral events that stream ``message`` (reasoning kept whole where it was read from
-    Responses, with its ``encrypted_content``)."""
-    details = message.meta.provider.get(PROVIDER_KEY)
-    stored = list(details.get("reasoning") or ()) if isinstance(details, Mapping) else []
-    out: list[NeutralEvent] = []
-    for part in message.parts:
-        if isinstance(part, TextPart | SummaryPart) and part.text:
-            out.append(TextDelta(part.text))
-        elif isinstance(part, ThinkingPart):
-            raw = stored.pop(0) if stored else None
-            if (
-                raw is not None
-                and "\n\n".join(s.get("text", "") for s in raw["summary"]) == part.text
-            ):
-                out.append(ProviderItem(raw))
-            elif part.text:
-                out.append(ThinkingDelta(part.text))
-        elif isinstance(part, ToolCallPart):
-            out += [
-                ToolCallStarted(part.call_id, part.name),
-                ToolCallDelta(part.call_id, part.arguments),
-                ToolCallDone(part.call_id),
-            ]
-    return out
 
 
 def write_response(
