@@ -29,13 +29,22 @@ class ClientError(Exception):
 
     ``kind`` is the protocol-neutral error kind: ``invalid_request``, ``authentication``,
     ``not_found``, ``request_too_large`` or ``upstream`` (the provider could not be reached).
+    ``param`` names the request's field at fault, where one is.
     """
 
-    def __init__(self, message: str, *, status: int = 400, kind: str = "invalid_request") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 400,
+        kind: str = "invalid_request",
+        param: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.kind = kind
+        self.param = param
 
 
 MessageReader: TypeAlias = Callable[[int, int], list[list[Message]]]

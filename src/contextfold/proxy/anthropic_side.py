@@ -21,6 +21,7 @@ from contextfold.proxy._wire import (
 from contextfold.tool_spec import ToolSpec
 from contextfold.wire import anthropic_request as anthropic_wire
 from contextfold.wire.anthropic import from_anthropic_message, usage_from_anthropic
+from contextfold.wire.anthropic_models import AnthropicRequestError, check_request
 
 __all__ = [
     "StreamRelay",
@@ -36,10 +37,6 @@ __all__ = [
     "wire_digest",
 ]
 
-# Blocks the engine can carry through a transcript and back. Others (documents, server tools'
-# results, ...) would be lost on the way up, so they are refused rather than dropped.
-_USER_BLOCKS = frozenset({"text", "image", "tool_result"})
-_ASSISTANT_BLOCKS = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
 _ENGINE_OWNED = ("messages", "system", "tools", "max_tokens")
 """Body fields the engine writes; every other field of the client's request goes up as sent."""
 
@@ -76,21 +73,6 @@ def _system_text(system: Any, where: str = "system") -> str:
             texts.append(str(block.get("text", "")))
         return "\n\n".join(texts)
     raise ClientError(f"{where}: expected a string or a list of text blocks")
-
-
-def _check_blocks(index: int, role: str, content: Any) -> None:
-    if isinstance(content, str):
-        return
-    if not isinstance(content, list):
-        raise ClientError(f"messages.{index}.content: expected a string or a list of blocks")
-    allowed = _ASSISTANT_BLOCKS if role == "assistant" else _USER_BLOCKS
-    for position, block in enumerate(content):
-        kind = block.get("type") if isinstance(block, Mapping) else None
-        if kind not in allowed:
-            raise ClientError(
-                f"messages.{index}.content.{position}: block type {kind!r} is not supported by "
-                f"contextfold proxy in a {role} message (supported: {', '.join(sorted(allowed))})"
-            )
 
 
 def _tools(raw: Any) -> tuple[list[ToolSpec], dict[str, Mapping[str, Any]]]:
@@ -204,26 +186,16 @@ def _reader(raw_messages: Sequence[Mapping[str, Any]]) -> MessageReader:
 
 
 def parse_request(body: Any) -> ClientRequest:
-    """The client's ``POST /v1/messages`` body, checked and read; :class:`ClientError` naming
-    the field when it is not a request the proxy can carry."""
-    if not isinstance(body, Mapping):
-        raise ClientError("the request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise ClientError("model: Field required")
-    max_tokens = body.get("max_tokens")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ClientError("max_tokens: Field required (a positive integer)")
-    raw_messages = body.get("messages")
-    if not isinstance(raw_messages, list) or not raw_messages:
-        raise ClientError("messages: expected a non-empty list")
-    for index, raw in enumerate(raw_messages):
-        if not isinstance(raw, Mapping) or raw.get("role") not in ("user", "assistant", "system"):
-            raise ClientError(f"messages.{index}: expected a user, assistant or system message")
-        if raw["role"] == "system":  # the mid-conversation system beta (Claude Code sends it)
-            _system_text(raw.get("content"), f"messages.{index}.content")
-        else:
-            _check_blocks(index, str(raw["role"]), raw.get("content"))
+    """The client's ``POST /v1/messages`` body, checked whole against the typed models of
+    :mod:`contextfold.wire.anthropic_models` and read; :class:`ClientError` naming the field
+    when it is not a request the proxy can carry."""
+    try:
+        check_request(body)
+    except AnthropicRequestError as exc:
+        raise ClientError(str(exc), param=exc.param) from None
+    model: str = body["model"]
+    max_tokens: int = body["max_tokens"]
+    raw_messages: list[Mapping[str, Any]] = body["messages"]
     tools, raw_tools = _tools(body.get("tools"))
     return ClientRequest(
         protocol="anthropic",

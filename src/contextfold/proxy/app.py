@@ -13,7 +13,7 @@ from typing import Any
 import anyio.to_thread
 import httpx
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -80,23 +80,38 @@ async def _read_body(request: Request, limit: int) -> bytes:
         )
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ClientError(
-                f"request body is over the proxy's limit of {limit:,} bytes",
-                status=413,
-                kind="request_too_large",
-            )
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ClientError(
+                    f"request body is over the proxy's limit of {limit:,} bytes",
+                    status=413,
+                    kind="request_too_large",
+                )
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # Not an error of the proxy's: nobody is left to answer, and nothing was stored.
+        raise ClientError(
+            "the client disconnected while sending its request", status=_CLIENT_GONE
+        ) from None
     return b"".join(chunks)
+
+
+_CLIENT_GONE = 499
+"""The status logged for a client that left before its request was whole (nginx's code)."""
 
 
 def _parse_json(raw: bytes) -> Any:
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_constant=_refuse_constant)
     except (ValueError, RecursionError) as exc:
         raise ClientError(f"the request body is not valid JSON: {exc}") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    # NaN and Infinity are not JSON; Python's parser accepts them, no upstream would.
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def create_app(config: ProxyConfig) -> Starlette:

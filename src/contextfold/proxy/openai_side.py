@@ -21,6 +21,7 @@ from contextfold.proxy._wire import (
 from contextfold.tool_spec import ToolSpec
 from contextfold.wire import chat_completions_request as openai_wire
 from contextfold.wire.chat_completions import from_openai_message, usage_from_openai
+from contextfold.wire.chat_completions_models import ChatRequestError, check_request
 
 __all__ = [
     "StreamRelay",
@@ -39,9 +40,7 @@ __all__ = [
 _ENGINE_OWNED = ("messages", "tools", "max_tokens", "max_completion_tokens", "stream_options")
 """Body fields the engine writes; every other field of the client's request goes up as sent."""
 
-_CONTENT_PARTS = frozenset({"text", "image_url"})
 _SYSTEM_ROLES = ("system", "developer")
-_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
 _ERROR_TYPES = {
     "invalid_request": ("invalid_request_error", None),
@@ -55,26 +54,12 @@ _ERROR_TYPES = {
 def error_body(error: ClientError) -> dict[str, Any]:
     """The error as the Chat Completions API spells one."""
     kind, code = _ERROR_TYPES.get(error.kind, ("api_error", None))
-    return {"error": {"message": error.message, "type": kind, "param": None, "code": code}}
+    return {"error": {"message": error.message, "type": kind, "param": error.param, "code": code}}
 
 
 def stream_error(error: ClientError) -> bytes:
     """The error as a chunk in the middle of a Chat Completions stream."""
     return sse(error_body(error))
-
-
-def _check_content(index: int, content: Any) -> None:
-    if content is None or isinstance(content, str):
-        return
-    if not isinstance(content, list):
-        raise ClientError(f"messages[{index}].content: expected a string or a list of parts")
-    for position, part in enumerate(content):
-        kind = part.get("type") if isinstance(part, Mapping) else None
-        if kind not in _CONTENT_PARTS:
-            raise ClientError(
-                f"messages[{index}].content[{position}]: part type {kind!r} is not supported by "
-                "contextfold proxy (supported: image_url, text)"
-            )
 
 
 def _tools(raw: Any) -> tuple[list[ToolSpec], dict[str, Mapping[str, Any]]]:
@@ -164,28 +149,21 @@ def _reader(raw_messages: Sequence[Mapping[str, Any]]) -> MessageReader:
 
 
 def parse_request(body: Any) -> ClientRequest:
-    """The client's ``POST /v1/chat/completions`` body, checked and read; :class:`ClientError`
-    naming the field when it is not a request the proxy can carry.
+    """The client's ``POST /v1/chat/completions`` body, checked whole against the typed models
+    of :mod:`contextfold.wire.chat_completions_models` and read; :class:`ClientError` naming
+    the field when it is not a request the proxy can carry.
 
     Leading system (or developer) messages are the system prompt; later ones stay in the
     conversation.
     """
-    if not isinstance(body, Mapping):
-        raise ClientError("the request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise ClientError("model: Field required")
-    raw_messages = body.get("messages")
-    if not isinstance(raw_messages, list) or not raw_messages:
-        raise ClientError("messages: expected a non-empty array")
+    try:
+        check_request(body)
+    except ChatRequestError as exc:
+        raise ClientError(str(exc), param=exc.param) from None
+    model: str = body["model"]
+    raw_messages: list[Mapping[str, Any]] = body["messages"]
     if body.get("n") not in (None, 1):
-        raise ClientError("n: contextfold proxy carries one choice per request")
-    for index, raw in enumerate(raw_messages):
-        if not isinstance(raw, Mapping):
-            raise ClientError(f"messages[{index}]: expected an object")
-        if raw.get("role") not in _ROLES:
-            raise ClientError(f"messages[{index}].role: expected one of {', '.join(_ROLES)}")
-        _check_content(index, raw.get("content"))
+        raise ClientError("n: contextfold proxy carries one choice per request", param="n")
     leading = 0
     while leading < len(raw_messages) and raw_messages[leading].get("role") in _SYSTEM_ROLES:
         leading += 1
@@ -195,10 +173,6 @@ def parse_request(body: Any) -> ClientRequest:
         raise ClientError("messages: expected at least one message after the system prompt")
     field = next((f for f in ("max_completion_tokens", "max_tokens") if f in body), None)
     max_tokens = body.get(field) if field else None
-    if max_tokens is not None and (
-        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
-    ):
-        raise ClientError(f"{field}: expected a positive integer")
     tools, raw_tools = _tools(body.get("tools"))
     first_user = next((m for m in conversation if m.get("role") == "user"), None)
     return ClientRequest(

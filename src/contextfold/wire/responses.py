@@ -33,23 +33,16 @@ tool's functions are named ``<namespace>__<name>``. Hosted tools (``web_search``
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
-from pydantic import ValidationError as _PydanticError
+from pydantic import Field, StrictBool, StrictInt, StrictStr
 
-from contextfold.errors import (
-    ContextOverflowError,
-    FormatError,
-    ProviderError,
-    RateLimitError,
-)
+from contextfold.errors import ContextOverflowError, ProviderError, RateLimitError
 from contextfold.messages import Message
 from contextfold.tool_spec import ToolSpec
+from contextfold.wire._checked import ModelT, RequestBodyError, WireModel, check, check_unicode
 from contextfold.wire.responses_items import (
     NAMESPACE_SEPARATOR,
     OPAQUE_FLAG,
@@ -84,18 +77,9 @@ __all__ = [
 # --------------------------------------------------------------------------------------------------
 
 
-class ResponsesRequestError(FormatError):
+class ResponsesRequestError(RequestBodyError):
     """A Responses request body that is not one: ``param`` names the field (``input[3].call_id``),
     which the 400 answer carries as OpenAI's ``param``."""
-
-    def __init__(self, param: str | None, message: str) -> None:
-        self.param = param
-        self.detail = message
-        super().__init__(f"{param}: {message}" if param else message, path="request body")
-
-    def __str__(self) -> str:
-        # FormatError prefixes a file name, which a client's body does not have.
-        return f"{self.param}: {self.detail}" if self.param else self.detail
 
     def body(self) -> dict[str, Any]:
         """The 400 body the client gets."""
@@ -140,10 +124,7 @@ def error_from_body(body: Any, *, status: int | None = None) -> ProviderError:
 # --------------------------------------------------------------------------------------------------
 
 
-class _Wire(BaseModel):
-    # Strict: "5" is not an integer and 1 is not a boolean. Unknown fields are allowed and kept,
-    # because the API grows new ones faster than any reader.
-    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+_Wire = WireModel
 
 
 class _Part(_Wire):
@@ -300,106 +281,8 @@ class _Body(_Wire):
     client_metadata: dict[str, Any] | None = None
 
 
-_MESSAGES = {
-    "string_type": "expected a string",
-    "int_type": "expected an integer",
-    "bool_type": "expected a boolean",
-    "float_type": "expected a number",
-    "list_type": "expected an array",
-    "dict_type": "expected an object",
-    "model_type": "expected an object",
-    "missing": "Field required",
-    "greater_than_equal": "expected a positive integer",
-}
-
-
-def _where(prefix: str, loc: Sequence[int | str]) -> str:
-    out = prefix
-    for step in loc:
-        if isinstance(step, int):
-            out += f"[{step}]"
-        elif out:
-            out += f".{step}"
-        else:
-            out = str(step)
-    return out
-
-
-_TAG = re.compile(r"^(str|int|bool|float|none|list\[.*\]|dict\[.*\]|[a-z]+-.*|literal\[.*\])$")
-_NOUNS = {
-    "str": "a string",
-    "int": "an integer",
-    "bool": "a boolean",
-    "float": "a number",
-    "list": "an array",
-    "dict": "an object",
-}
-
-
-def _check(model: type[_Wire], value: Any, where: str) -> Any:
-    """``value`` validated by ``model``; a :class:`ResponsesRequestError` naming the first bad
-    field otherwise. A field that may be one of several types (``input``: a string or an array)
-    says so, rather than what the first of them wanted."""
-    if not isinstance(value, Mapping):
-        raise ResponsesRequestError(where or None, "expected an object")
-    try:
-        return model.model_validate(value)
-    except _PydanticError as exc:
-        errors = exc.errors(include_url=False)
-        first = errors[0]
-        loc = list(first["loc"])
-        tag = next((i for i, s in enumerate(loc) if isinstance(s, str) and _TAG.match(s)), None)
-        if tag is None:
-            message = _MESSAGES.get(first["type"]) or first["msg"]
-            if first["type"] == "literal_error":
-                message = f"{first['msg'].lower()}, got {first.get('input')!r}"
-            raise ResponsesRequestError(_where(where, loc) or None, message) from None
-        head = loc[:tag]
-        deeper = [e for e in errors if list(e["loc"][:tag]) == head and len(e["loc"]) > tag + 1]
-        if deeper:
-            # The value had the right type for one branch and failed inside it: say where.
-            inner = [s for s in deeper[0]["loc"] if not (isinstance(s, str) and _TAG.match(s))]
-            message = _MESSAGES.get(deeper[0]["type"]) or deeper[0]["msg"]
-            raise ResponsesRequestError(_where(where, inner) or None, message) from None
-        tags = [str(e["loc"][tag]) for e in errors if list(e["loc"][:tag]) == head]
-        nouns = [_NOUNS[t.split("[")[0]] for t in tags if t.split("[")[0] in _NOUNS]
-        message = "expected " + " or ".join(dict.fromkeys(nouns)) if nouns else first["msg"]
-        raise ResponsesRequestError(_where(where, head) or None, message) from None
-
-
-def _check_unicode(value: Any) -> None:
-    """Refuse text that cannot be encoded (a lone UTF-16 surrogate such as ``"a\\ud800b"``): it
-    would fail later, in the digest or the store, as an internal error. The fast path encodes the
-    whole body once; only a body that fails is walked, to name the field."""
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        where = _find_bad_text(value, "")
-        raise ResponsesRequestError(
-            where or None, "text is not valid Unicode (a lone surrogate)"
-        ) from None
-    except (TypeError, ValueError, RecursionError):
-        raise ResponsesRequestError(None, "the request body is not a JSON document") from None
-
-
-def _find_bad_text(value: Any, where: str) -> str:
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return where
-        return ""
-    if isinstance(value, Mapping):
-        for key, child in value.items():
-            path = f"{where}.{key}" if where else str(key)
-            if _find_bad_text(key, path) or _find_bad_text(child, path):
-                return path
-    elif isinstance(value, list):
-        for index, child in enumerate(value):
-            found = _find_bad_text(child, f"{where}[{index}]")
-            if found:
-                return found
-    return ""
+def _check(model: type[ModelT], value: Any, where: str) -> ModelT:
+    return check(model, value, where, error=ResponsesRequestError)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -478,7 +361,7 @@ def read_request(body: Any) -> ResponsesRequest:
     """
     if not isinstance(body, Mapping):
         raise ResponsesRequestError(None, "the request body must be a JSON object")
-    _check_unicode(body)
+    check_unicode(body, error=ResponsesRequestError)
     checked: _Body = _check(_Body, body, "")
     raw_items: list[Any] = (
         [{"type": "message", "role": "user", "content": checked.input}]

@@ -1,0 +1,212 @@
+"""Typed models of an Anthropic Messages request, checked before anything reads it.
+
+:func:`check_request` validates a client's ``POST /v1/messages`` body whole: the body's own
+fields, every message, every content block by its ``type`` (a ``text`` whose text is an integer,
+a ``tool_use`` whose id is a list, an ``input`` that is a string, a ``type`` that is a list, are
+all refused), the system prompt and the tools, and every text for encodability. It raises
+:class:`AnthropicRequestError` naming the first bad field the way Anthropic's own errors do
+(``messages.0.content.1.text``). It reads nothing: a body that passes is read by
+:mod:`contextfold.wire.anthropic` as before, knowing every value has its type.
+
+Which block types each role may carry is the caller's choice (``user_blocks``,
+``assistant_blocks``): the proxy refuses blocks it could not carry through a transcript.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, FiniteFloat, StrictBool, StrictInt, StrictStr
+
+from contextfold.wire._checked import (
+    ModelT,
+    RequestBodyError,
+    WireModel,
+    check,
+    check_unicode,
+)
+
+__all__ = [
+    "ASSISTANT_BLOCKS",
+    "USER_BLOCKS",
+    "AnthropicRequestError",
+    "check_request",
+]
+
+USER_BLOCKS = frozenset({"text", "image", "tool_result"})
+"""Block types a user message may hold (by default)."""
+ASSISTANT_BLOCKS = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
+"""Block types an assistant message may hold (by default)."""
+
+
+class AnthropicRequestError(RequestBodyError):
+    """A Messages request body that is not one; ``param`` names the field
+    (``messages.0.content.1.text``)."""
+
+
+_NonEmpty = Annotated[StrictStr, Field(min_length=1)]
+_PositiveInt = Annotated[StrictInt, Field(ge=1)]
+
+
+class _Typed(WireModel):
+    type: StrictStr
+
+
+class _Text(WireModel):
+    type: Literal["text"]
+    text: StrictStr
+    cache_control: dict[str, Any] | None = None
+    citations: list[dict[str, Any]] | None = None
+
+
+class _ImageSource(WireModel):
+    type: StrictStr
+    media_type: StrictStr | None = None
+    data: StrictStr | None = None
+    url: StrictStr | None = None
+
+
+class _Image(WireModel):
+    type: Literal["image"]
+    source: _ImageSource
+    cache_control: dict[str, Any] | None = None
+
+
+class _ToolUse(WireModel):
+    type: Literal["tool_use"]
+    id: StrictStr
+    name: StrictStr
+    input: dict[str, Any]
+    cache_control: dict[str, Any] | None = None
+
+
+class _ToolResult(WireModel):
+    type: Literal["tool_result"]
+    tool_use_id: StrictStr
+    content: StrictStr | list[dict[str, Any]] | None = None
+    is_error: StrictBool | None = None
+    cache_control: dict[str, Any] | None = None
+
+
+class _Thinking(WireModel):
+    type: Literal["thinking"]
+    thinking: StrictStr
+    signature: StrictStr | None = None
+
+
+class _RedactedThinking(WireModel):
+    type: Literal["redacted_thinking"]
+    data: StrictStr
+
+
+_BLOCK_MODELS: dict[str, type[WireModel]] = {
+    "text": _Text,
+    "image": _Image,
+    "tool_use": _ToolUse,
+    "tool_result": _ToolResult,
+    "thinking": _Thinking,
+    "redacted_thinking": _RedactedThinking,
+}
+
+_RESULT_BLOCKS = frozenset({"text", "image"})
+"""What a ``tool_result``'s content list may hold."""
+
+
+class _Message(WireModel):
+    role: Literal["user", "assistant", "system"]
+    content: StrictStr | list[Any]
+
+
+class _Tool(WireModel):
+    name: _NonEmpty
+    type: StrictStr | None = None
+    description: StrictStr | None = None
+    input_schema: dict[str, Any] | None = None
+    cache_control: dict[str, Any] | None = None
+
+
+class _Body(WireModel):
+    model: _NonEmpty
+    max_tokens: _PositiveInt
+    messages: Annotated[list[Any], Field(min_length=1)]
+    system: StrictStr | list[Any] | None = None
+    stream: StrictBool | None = None
+    tools: list[Any] | None = None
+    tool_choice: dict[str, Any] | None = None
+    temperature: FiniteFloat | None = None
+    top_p: FiniteFloat | None = None
+    top_k: StrictInt | None = None
+    stop_sequences: list[StrictStr] | None = None
+    metadata: dict[str, Any] | None = None
+    thinking: dict[str, Any] | None = None
+    service_tier: StrictStr | None = None
+
+
+def _check(model: type[ModelT], value: Any, where: str) -> ModelT:
+    return check(model, value, where, error=AnthropicRequestError, style="dots")
+
+
+def check_request(
+    body: Any,
+    *,
+    user_blocks: Collection[str] = USER_BLOCKS,
+    assistant_blocks: Collection[str] = ASSISTANT_BLOCKS,
+) -> None:
+    """Check a client's Messages body whole; :class:`AnthropicRequestError` naming the first bad
+    field (see the module docstring)."""
+    if not isinstance(body, Mapping):
+        raise AnthropicRequestError(None, "the request body must be a JSON object")
+    check_unicode(body, error=AnthropicRequestError, style="dots")
+    checked = _check(_Body, body, "")
+    _check_system(checked.system, "system")
+    for index, raw in enumerate(checked.messages):
+        where = f"messages.{index}"
+        message = _check(_Message, raw, where)
+        if message.role == "system":  # the mid-conversation system beta (Claude Code sends it)
+            _check_system(message.content, f"{where}.content")
+            continue
+        allowed = assistant_blocks if message.role == "assistant" else user_blocks
+        if isinstance(message.content, list):
+            for position, block in enumerate(message.content):
+                _check_block(block, f"{where}.content.{position}", message.role, allowed)
+    for index, tool in enumerate(checked.tools or ()):
+        _check_tool(tool, f"tools.{index}")
+
+
+def _check_system(system: Any, where: str) -> None:
+    if system is None or isinstance(system, str):
+        return
+    if not isinstance(system, list):
+        raise AnthropicRequestError(where, "expected a string or a list of text blocks")
+    for index, block in enumerate(system):
+        at = f"{where}.{index}"
+        if _check(_Typed, block, at).type != "text":
+            raise AnthropicRequestError(f"{at}.type", "only text blocks are supported here")
+        _check(_Text, block, at)
+
+
+def _check_block(block: Any, where: str, role: str, allowed: Collection[str]) -> None:
+    kind = _check(_Typed, block, where).type
+    if kind not in allowed:
+        raise AnthropicRequestError(
+            f"{where}.type",
+            f"block type {kind[:40]!r} is not supported by contextfold proxy in a {role} "
+            f"message (supported: {', '.join(sorted(allowed))})",
+        )
+    model = _BLOCK_MODELS.get(kind)
+    if model is None:
+        return
+    checked = _check(model, block, where)
+    if isinstance(checked, _ToolResult) and isinstance(checked.content, list):
+        for index, item in enumerate(checked.content):
+            _check_block(item, f"{where}.content.{index}", "tool result", _RESULT_BLOCKS)
+
+
+def _check_tool(tool: Any, where: str) -> None:
+    checked = _check(_Tool, tool, where)
+    if checked.type not in (None, "custom"):
+        raise AnthropicRequestError(
+            f"{where}.type",
+            f"server tools ({checked.type[:40]!r}) are not supported by contextfold proxy",
+        )

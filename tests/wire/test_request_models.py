@@ -1,0 +1,146 @@
+"""The typed models of Anthropic Messages and Chat Completions request bodies: every wrong type
+the hostile-client run found stored is refused, naming the field, and valid bodies pass."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from contextfold.wire import anthropic_models, chat_completions_models
+from contextfold.wire.anthropic_models import AnthropicRequestError
+from contextfold.wire.chat_completions_models import ChatRequestError
+
+ANTHROPIC_OK: dict[str, Any] = {
+    "model": "claude-x",
+    "max_tokens": 100,
+    "stream": True,
+    "system": [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}],
+    "tools": [{"name": "bash", "input_schema": {"type": "object"}}],
+    "messages": [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                {"type": "text", "text": "running"},
+                {"type": "tool_use", "id": "tu_1", "name": "bash", "input": {"cmd": "ls"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "tu_1",
+                    "content": [{"type": "text", "text": "a.txt"}],
+                },
+                {"type": "image", "source": {"type": "base64", "media_type": "x", "data": "AA"}},
+            ],
+        },
+    ],
+    "some_future_field": {"kept": True},
+}
+
+CHAT_OK: dict[str, Any] = {
+    "model": "gpt-x",
+    "stream": True,
+    "stream_options": {"include_usage": True},
+    "max_completion_tokens": 50,
+    "tools": [{"type": "function", "function": {"name": "bash", "parameters": {}}}],
+    "messages": [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+    ],
+}
+
+
+def _with(body: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(body)
+    target: Any = out
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = value
+    return out
+
+
+def test_valid_bodies_pass() -> None:
+    anthropic_models.check_request(ANTHROPIC_OK)
+    chat_completions_models.check_request(CHAT_OK)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "param"),
+    [
+        (("messages", 1, "content", 1, "text"), 5, "messages.1.content.1.text"),
+        (("messages", 1, "content", 2, "id"), ["a"], "messages.1.content.2.id"),
+        (("messages", 1, "content", 2, "input"), "ls", "messages.1.content.2.input"),
+        (("stream",), "yes", "stream"),
+        (("messages", 1, "content", 0, "type"), ["text"], "messages.1.content.0.type"),
+        (("messages", 1, "content", 0, "type"), {"a": 1}, "messages.1.content.0.type"),
+        (("messages", 0, "content"), "a\ud800b", "messages.0.content"),
+        (("model",), "claude\udfff", "model"),
+        (("max_tokens",), "100", "max_tokens"),
+        (("max_tokens",), True, "max_tokens"),
+        (("messages", 0, "role"), "robot", "messages.0.role"),
+        (("messages", 2, "content", 0, "is_error"), "no", "messages.2.content.0.is_error"),
+        (("system", 0, "text"), None, "system.0.text"),
+        (("tools", 0, "name"), 3, "tools.0.name"),
+        (("messages", 2, "content", 1, "type"), "document", "messages.2.content.1.type"),
+    ],
+)
+def test_anthropic_wrong_types_are_refused_naming_the_field(
+    path: tuple[Any, ...], value: Any, param: str
+) -> None:
+    with pytest.raises(AnthropicRequestError) as caught:
+        anthropic_models.check_request(_with(ANTHROPIC_OK, path, value))
+    assert caught.value.param == param
+    str(caught.value).encode("utf-8")  # the message itself can always be sent back
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "param"),
+    [
+        (("stream",), "yes", "stream"),
+        (("stream_options",), "x", "stream_options"),
+        (("stream_options",), {"include_usage": "y"}, "stream_options.include_usage"),
+        (("messages", 1, "content", 0, "text"), 7, "messages[1].content[0].text"),
+        (("messages", 1, "content", 0, "type"), ["text"], "messages[1].content[0].type"),
+        (("messages", 1, "content", 0, "type"), {"t": 1}, "messages[1].content[0].type"),
+        (("messages", 2, "tool_calls", 0, "id"), ["c"], "messages[2].tool_calls[0].id"),
+        (
+            ("messages", 2, "tool_calls", 0, "function", "arguments"),
+            {"a": 1},
+            "messages[2].tool_calls[0].function.arguments",
+        ),
+        (("messages", 3, "tool_call_id"), 1, "messages[3].tool_call_id"),
+        (("messages", 0, "content"), "\ud800", "messages[0].content"),
+        (("model",), "gpt\ud800", "model"),
+        (("max_completion_tokens",), 0, "max_completion_tokens"),
+        (("temperature",), "hot", "temperature"),
+        (("tools", 0, "type"), "retrieval", "tools[0].type"),
+    ],
+)
+def test_chat_wrong_types_are_refused_naming_the_field(
+    path: tuple[Any, ...], value: Any, param: str
+) -> None:
+    with pytest.raises(ChatRequestError) as caught:
+        chat_completions_models.check_request(_with(CHAT_OK, path, value))
+    assert caught.value.param == param
+
+
+def test_a_bad_key_is_named_in_text_that_can_be_sent() -> None:
+    body = _with(CHAT_OK, ("metadata",), {"k\ud800": 1})
+    with pytest.raises(ChatRequestError) as caught:
+        chat_completions_models.check_request(body)
+    assert caught.value.param is not None
+    caught.value.param.encode("utf-8")
