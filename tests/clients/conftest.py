@@ -1,0 +1,52 @@
+"""Fixtures shared by the real-client tests."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def show(capsys: pytest.CaptureFixture[str]) -> Callable[[str], None]:
+    """Print a line to the terminal, past pytest's output capture (so it shows without -s)."""
+
+    def write(line: str) -> None:
+        with capsys.disabled():
+            print(line, flush=True)
+
+    return write
+
+
+def installed(command: str, install_hint: str, *version_args: str) -> str:
+    """The path of ``command``; the test skips, saying how to install it, when it is absent or
+    does not run."""
+    path = shutil.which(command)
+    if path is None:
+        pytest.skip(f"{command} is not installed ({install_hint})")
+    try:
+        done = subprocess.run(
+            [path, *(version_args or ("--version",))],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.skip(f"`{command} --version` failed: {exc}")
+    if done.returncode != 0:
+        pytest.skip(f"`{command} --version` failed: {done.stderr.strip()[:300]}")
+    return path
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> tuple[Path, Path]:
+    """A client's own HOME and its work directory."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    return home, work
