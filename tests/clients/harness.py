@@ -44,13 +44,15 @@ __all__ = [
     "ClientRun",
     "ProxyRun",
     "RunFigures",
+    "Session",
     "TaggingRecorder",
     "check_invariants",
     "clean_env",
-    "count_tokens",
     "conversation_sessions",
-    "proxied",
+    "count_tokens",
+    "drive",
     "protocol_of_path",
+    "proxied",
     "record_figures",
     "run_client",
 ]
@@ -459,3 +461,84 @@ def describe_breaks(found: Sequence[tuple[int, Violation]], limit: int = 12) -> 
     lines = [f"  upstream request {n}: {v}" for n, v in found[:limit]]
     more = f"\n  ... and {len(found) - limit} more" if len(found) > limit else ""
     return "invariant breaks:\n" + "\n".join(lines) + more
+
+
+# -- one whole client test -------------------------------------------------------------------------
+
+
+@dataclass
+class Session:
+    """What one client test runs and checks (see :func:`drive`).
+
+    ``runs``: given the base URL (the proxy's or the upstream's), runs the client one or more
+    times (stopping at the first failure) and returns the finished runs. ``landed``: None when
+    every edit landed, else what did not. ``main``: tells the main conversation's requests from
+    side requests. ``final``: a text the last run's output must hold. ``one_session``: the
+    conversation must be one stored session (else one chain of sessions is enough).
+    """
+
+    client: str
+    script: Any
+    runs: Callable[[str], list[ClientRun]]
+    landed: Callable[[], str | None]
+    main: Callable[[Mapping[str, Any]], bool]
+    task: str | None
+    final: str | None
+    call_mark: re.Pattern[str] = re.compile(r"cf\d{3}s\d")
+    one_session: bool = True
+    proxy_options: dict[str, Any] = field(default_factory=dict)
+
+
+def drive(
+    session: Session, upstream: Any, window: int | None, tmp: Path, show: Callable[[str], None]
+) -> tuple[RunFigures, list[str]]:
+    """Serve ``upstream``, put the proxy in front of it at ``window`` (None: the direct
+    control), run the client, and check everything; returns the figures (also recorded) and
+    the problems found (empty: the test passes)."""
+    script = session.script
+    figures = RunFigures(session.client, "proxy" if window else "direct", window)
+    figures.steps_planned = len(script.steps)
+    problems: list[str] = []
+    proxy: ProxyRun | None = None
+    with contextlib.ExitStack() as stack:
+        upstream_url = stack.enter_context(serve(upstream))
+        if window is not None:
+            proxy = stack.enter_context(
+                proxied(upstream_url, window, tmp / "proxy.db", **session.proxy_options)
+            )
+        runs = session.runs(proxy.url if proxy else upstream_url)
+    extra = proxy.errors() if proxy else ""
+    problems += [run.failure(extra) for run in runs if run.returncode != 0]
+    figures.exit_code = runs[-1].returncode if runs else None
+    figures.seconds = round(sum(r.seconds for r in runs), 1)
+    if session.final and runs and runs[-1].returncode == 0 and session.final not in runs[-1].stdout:
+        problems.append(f"the final answer is not in the client's output: {runs[-1].stdout[-800:]}")
+    not_landed = session.landed()
+    if not_landed:
+        problems.append(f"not every edit landed: {not_landed}")
+    client = proxy.model_exchanges() if proxy else None
+    fill_traffic(figures, upstream.requests, client)
+    breaks = check_invariants(upstream.requests, client, task=session.task, main=session.main)
+    figures.invariant_breaks = len(breaks)
+    figures.breaks_by_rule = breaks_by_rule(breaks)
+    if breaks:
+        problems.append(describe_breaks(breaks))
+    figures.steps_completed = script.completed
+    figures.side_requests = script.side_requests
+    figures.refusals = script.refusals[:5]
+    if script.completed < len(script.steps):
+        problems.append(
+            f"{script.completed} of {len(script.steps)} steps done; refusals: {script.refusals[:3]}"
+        )
+    if proxy is not None:
+        figures.sessions, figures.session_chains = conversation_sessions(
+            proxy.store, session.call_mark
+        )
+        if figures.session_chains != 1 or (session.one_session and figures.sessions != 1):
+            problems.append(
+                f"{figures.sessions} stored sessions in {figures.session_chains} chains for one "
+                "conversation"
+            )
+    figures.passed = not problems
+    record_figures(figures, show)
+    return figures, problems

@@ -8,7 +8,7 @@ same answer, and a view the proxy shrank is judged on what it shows:
 - every call id the script makes carries its step number (``toolu_cf007s0…``, ``call_cf007s0…``);
   the latest step whose calls all have their results in the request is the step done;
 - a turn-ending text carries ``[cf-step N]``; the step after it needs the user's next message
-  (:attr:`Step.user`), which must be in view;
+  (:attr:`Step.user`), which must be in view after the last assistant message;
 - the results of the step done must show what that step must produce (:attr:`Step.expect`:
   strings the result texts contain, e.g. a marker a command echoes or a line of a file read).
 
@@ -139,10 +139,11 @@ class PlanScript:
             return Reply(text=self.final)
         step = self.steps[upcoming]
         if step.user is not None:
-            latest = _latest_user_words(messages)
-            if step.user not in latest:
-                return f"step {upcoming} waits for the user's message {step.user!r}; latest: " + (
-                    repr(latest[:300])
+            turn = _turn_user_words(messages)
+            if step.user not in turn:
+                return (
+                    f"step {upcoming} waits for the user's message {step.user!r}; this turn's: "
+                    + (repr(turn[:300]))
                 )
         self._issued[upcoming] += 1
         if self._issued[upcoming] > 1:
@@ -169,10 +170,13 @@ def _tool_names(body: Mapping[str, Any]) -> set[str]:
     return names
 
 
-def _latest_user_words(messages: Sequence[Msg]) -> str:
+def _turn_user_words(messages: Sequence[Msg]) -> str:
+    """What the user wrote after the last assistant message (the current turn), reminders out.
+    Notes a proxy appends there do not hide the user's message, as long as it is there."""
+    words: list[str] = []
     for message in reversed(messages):
+        if message.role == "assistant":
+            break
         if message.role == "user":
-            words = "\n".join(strip_reminders(t) for t in message.texts()).strip()
-            if words:
-                return words
-    return ""
+            words[:0] = [strip_reminders(t) for t in message.texts()]
+    return "\n".join(w for w in words if w)

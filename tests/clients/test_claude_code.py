@@ -15,7 +15,6 @@ conversation; every step completed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,24 +22,10 @@ from typing import Any
 import pytest
 
 from tests.clients.conftest import installed
-from tests.clients.harness import (
-    ClientRun,
-    ProxyRun,
-    RunFigures,
-    breaks_by_rule,
-    check_invariants,
-    clean_env,
-    conversation_sessions,
-    describe_breaks,
-    fill_traffic,
-    proxied,
-    record_figures,
-    run_client,
-)
+from tests.clients.harness import ClientRun, Session, clean_env, drive, run_client
 from tests.clients.plans import PlanScript, Step
 from tests.clients.repo import make_repo
 from tests.clients.responses_upstream import ResponsesUpstream
-from tests.proxy.servers import serve
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +36,6 @@ TIMEOUT = 420.0
 ALLOWED = "Bash Read Edit Write Glob Grep"
 PART_ONE_END = "CF-PART-ONE-DONE: part one of the plan is finished."
 FINAL = "CF-PART-TWO-DONE: the whole scripted plan is finished."
-CALL_MARK = re.compile(r"cf\d{3}s\d")
 
 
 def _bash(command: str, description: str) -> tuple[str, dict[str, Any]]:
@@ -227,76 +211,42 @@ def claude() -> str:
     return installed("claude", "npm install -g @anthropic-ai/claude-code; .ci/run installs it")
 
 
-def session(
-    claude: str, dirs: tuple[Path, Path], window: int | None, show: Callable[[str], None]
-) -> tuple[RunFigures, list[str]]:
-    """Run both parts, directly (``window`` None) or through the proxy; return the figures and
-    what failed (empty: the run passed)."""
+def claude_session(claude: str, dirs: tuple[Path, Path]) -> Session:
+    """Part one with ``claude -p``, then part two with ``claude -p --continue``."""
     home, work = dirs
     make_repo(work)
     steps = plan(work)
-    script = PlanScript(steps, marker_tool="Bash", id_prefix="toolu_", final=FINAL)
-    upstream = ResponsesUpstream(script)
-    figures = RunFigures("claude-code", "proxy" if window else "direct", window)
-    figures.steps_planned = len(steps)
-    problems: list[str] = []
-    proxy: ProxyRun | None = None
-    runs: list[ClientRun] = []
-    with serve(upstream) as upstream_url, _maybe_proxy(upstream_url, window, work.parent) as proxy:
-        base = proxy.url if proxy else upstream_url
-        runs.append(run_claude(claude, base, home, work, resume=False))
-        if runs[0].returncode == 0:
-            runs.append(run_claude(claude, base, home, work, resume=True))
-    extra = proxy.errors() if proxy else ""
-    for run in runs:
-        if run.returncode != 0:
-            problems.append(run.failure(extra))
-    figures.exit_code = runs[-1].returncode
-    figures.seconds = round(sum(r.seconds for r in runs), 1)
-    if len(runs) == 2 and FINAL not in runs[1].stdout:
-        problems.append(f"the final answer is not in Claude Code's output: {runs[1].stdout[-500:]}")
+
+    def runs(base_url: str) -> list[ClientRun]:
+        done = [run_claude(claude, base_url, home, work, resume=False)]
+        if done[0].returncode == 0:
+            done.append(run_claude(claude, base_url, home, work, resume=True))
+        return done
+
+    return Session(
+        client="claude-code",
+        script=PlanScript(steps, marker_tool="Bash", id_prefix="toolu_", final=FINAL),
+        runs=runs,
+        landed=lambda: edits_missing(work),
+        main=is_main,
+        task=TASK,
+        final=FINAL,
+    )
+
+
+def edits_missing(work: Path) -> str | None:
+    """None when ``tests/check.py --all`` says every edit landed, else what it printed."""
     checked = run_client(
         ["python3", "tests/check.py", "--all"], cwd=work, env={"PATH": "/usr/bin:/bin"}, timeout=60
     )
-    if "cf-all-ok" not in checked.stdout:
-        problems.append(f"not every edit landed: {checked.stdout}")
-    client = proxy.model_exchanges() if proxy else None
-    fill_traffic(figures, upstream.requests, client)
-    breaks = check_invariants(upstream.requests, client, task=TASK, main=is_main)
-    figures.invariant_breaks = len(breaks)
-    figures.breaks_by_rule = breaks_by_rule(breaks)
-    if breaks:
-        problems.append(describe_breaks(breaks))
-    figures.steps_completed = script.completed
-    figures.side_requests = script.side_requests
-    figures.refusals = script.refusals[:5]
-    if script.completed < len(steps):
-        problems.append(
-            f"{script.completed} of {len(steps)} steps done; refusals: {script.refusals[:3]}"
-        )
-    if proxy is not None:
-        figures.sessions, figures.session_chains = conversation_sessions(proxy.store, CALL_MARK)
-        if figures.session_chains != 1:
-            problems.append(
-                f"{figures.sessions} sessions in {figures.session_chains} chains for one conversation"
-            )
-    figures.passed = not problems
-    record_figures(figures, show)
-    return figures, problems
-
-
-def _maybe_proxy(upstream_url: str, window: int | None, tmp: Path) -> Any:
-    import contextlib
-
-    if window is None:
-        return contextlib.nullcontext(None)
-    return proxied(upstream_url, window, tmp / "proxy.db")
+    return None if "cf-all-ok" in checked.stdout else checked.stdout + checked.stderr
 
 
 def test_claude_code_direct(
     claude: str, dirs: tuple[Path, Path], show: Callable[[str], None]
 ) -> None:
-    _, problems = session(claude, dirs, None, show)
+    spec = claude_session(claude, dirs)
+    _, problems = drive(spec, ResponsesUpstream(spec.script), None, dirs[0].parent, show)
     assert not problems, "\n\n".join(problems)
 
 
@@ -307,21 +257,24 @@ def test_claude_code_direct(
             24_000,
             marks=pytest.mark.xfail(
                 strict=False,
-                reason="issue 26: the proxy refuses Claude Code's first request at 24k (its tools are never deferred)",
+                reason="issue 26: the proxy refuses the first request at 24k (HTTP 500: "
+                "the client's tools are never deferred)",
             ),
         ),
         pytest.param(
             32_000,
             marks=pytest.mark.xfail(
                 strict=False,
-                reason="issue 26: at 32k the reply reserve leaves no room; the task is cut and steps loop",
+                reason="issue 26: at 32k the task is cut and a context note "
+                "becomes the latest user message",
             ),
         ),
         pytest.param(
             64_000,
             marks=pytest.mark.xfail(
                 strict=False,
-                reason="issue 26: Edit inputs re-serialized with replace_all fork the session; old Edit inputs become {}",
+                reason="issue 26: newest results cut, reminders repeated, "
+                "the session forked at each Edit",
             ),
         ),
     ],
@@ -329,5 +282,6 @@ def test_claude_code_direct(
 def test_claude_code_through_the_proxy(
     claude: str, dirs: tuple[Path, Path], window: int, show: Callable[[str], None]
 ) -> None:
-    _, problems = session(claude, dirs, window, show)
+    spec = claude_session(claude, dirs)
+    _, problems = drive(spec, ResponsesUpstream(spec.script), window, dirs[0].parent, show)
     assert not problems, "\n\n".join(problems)
