@@ -541,4 +541,51 @@ def drive(
             )
     figures.passed = not problems
     record_figures(figures, show)
+    dump_traffic(figures, upstream.requests, client, problems, proxy.access_log if proxy else [])
     return figures, problems
+
+
+def dump_traffic(
+    figures: RunFigures,
+    upstream: Sequence[RecordedRequest],
+    client: Sequence[ClientExchange] | None,
+    problems: Sequence[str],
+    access_log: Sequence[Mapping[str, Any]] = (),
+) -> None:
+    """With ``$CONTEXTFOLD_CLIENT_DUMP`` set to a directory, write every request both sides saw
+    (JSON lines), for whoever fixes what a test found."""
+    target = os.environ.get("CONTEXTFOLD_CLIENT_DUMP")
+    if not target:
+        return
+    name = f"{figures.client}-{figures.mode}-{figures.window or 0}.jsonl"
+    path = Path(target) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as out:
+        out.write(json.dumps({"figures": asdict(figures), "problems": list(problems)}) + "\n")
+        for exchange in client or []:
+            record = {
+                "side": "client",
+                "number": exchange.number,
+                "method": exchange.method,
+                "path": exchange.path,
+                "headers": {k: v for k, v in exchange.headers.items() if k not in _SECRET},
+                "status": exchange.status,
+                "body": exchange.json(),
+                "response": bytes(exchange.response[:20_000]).decode("utf-8", "replace"),
+            }
+            out.write(json.dumps(record) + "\n")
+        for line in access_log:
+            out.write(json.dumps({"side": "access_log", **line}) + "\n")
+        for request in upstream:
+            record = {
+                "side": "upstream",
+                "method": request.method,
+                "path": request.path,
+                "headers": {k: v for k, v in request.headers.items() if k not in _SECRET},
+                "input_tokens": request.input_tokens,
+                "body": request.body,
+            }
+            out.write(json.dumps(record) + "\n")
+
+
+_SECRET = ("authorization", "x-api-key")
