@@ -336,12 +336,11 @@ def check_invariants(
     client: Sequence[ClientExchange] | None,
     *,
     task: str | None,
-    main: Callable[[Mapping[str, Any]], bool],
 ) -> list[tuple[int, Violation]]:
-    """Every invariant on every main-conversation upstream request (``main`` tells them from
-    side requests), against the client request it was made for; ``client`` None: direct mode,
-    where each request is its own client request. Returns ``(upstream request number,
-    violation)`` pairs."""
+    """Every invariant on every upstream model request (side requests included: a title
+    request must not grow tools either), against the client request it was made for;
+    ``client`` None: direct mode, where each request is its own client request. Returns
+    ``(upstream request number, violation)`` pairs."""
     found: list[tuple[int, Violation]] = []
     requests = [r for r in upstream if protocol_of_path(r.path) is not None]
     if client is None:
@@ -349,7 +348,7 @@ def check_invariants(
     else:
         pairs = [(r, e.json() if e else None) for r, e in _pair(requests, client)]
     for number, (request, client_body) in enumerate(pairs):
-        if not main(request.body) or not isinstance(client_body, Mapping):
+        if not isinstance(client_body, Mapping):
             continue
         protocol = protocol_of_path(request.path)
         assert protocol is not None
@@ -472,16 +471,15 @@ class Session:
 
     ``runs``: given the base URL (the proxy's or the upstream's), runs the client one or more
     times (stopping at the first failure) and returns the finished runs. ``landed``: None when
-    every edit landed, else what did not. ``main``: tells the main conversation's requests from
-    side requests. ``final``: a text the last run's output must hold. ``one_session``: the
-    conversation must be one stored session (else one chain of sessions is enough).
+    every edit landed, else what did not. ``final``: a text the last run's output must hold.
+    ``one_session``: the conversation must be one stored session (else one chain of sessions is
+    enough).
     """
 
     client: str
     script: Any
     runs: Callable[[str], list[ClientRun]]
     landed: Callable[[], str | None]
-    main: Callable[[Mapping[str, Any]], bool]
     task: str | None
     final: str | None
     call_mark: re.Pattern[str] = re.compile(r"cf\d{3}s\d")
@@ -518,7 +516,7 @@ def drive(
         problems.append(f"not every edit landed: {not_landed}")
     client = proxy.model_exchanges() if proxy else None
     fill_traffic(figures, upstream.requests, client)
-    breaks = check_invariants(upstream.requests, client, task=session.task, main=session.main)
+    breaks = check_invariants(upstream.requests, client, task=session.task)
     figures.invariant_breaks = len(breaks)
     figures.breaks_by_rule = breaks_by_rule(breaks)
     if breaks:

@@ -18,7 +18,9 @@ to every request of every real-client test alike. The rules, each named by ``Vio
   untouched, signature included;
 - ``sandwich``: no user → system → user sequence the client did not send;
 - ``repeated_reminder``: a system message repeated across turns appears once (unless the
-  request went up exactly as the client sent it).
+  request went up exactly as the client sent it);
+- ``tools_added``: a request the client sent without tools goes up without tools (engine tools
+  only go into requests that carry tools: opencode's title request must not grow).
 
 A model misled by a view that breaks one of these would do the wrong next step; the scripted
 upstreams refuse in the worst cases, and this checker names the rest.
@@ -78,7 +80,20 @@ def check(
     found += _thinking(sent, seen)
     found += _sandwiches(sent, seen)
     found += _repeated_reminders(sent, seen, unchanged=_same(sent, seen))
+    if not client_body.get("tools") and upstream_body.get("tools"):
+        names = sorted(_tool_names(upstream_body))
+        found.append(Violation("tools_added", f"tools {names} added to a request without tools"))
     return found
+
+
+def _tool_names(body: Mapping[str, Any]) -> set[str]:
+    names: set[str] = set()
+    for tool in body.get("tools") or []:
+        if isinstance(tool, Mapping):
+            function = tool.get("function")
+            named = function if isinstance(function, Mapping) else tool
+            names.add(str(named.get("name") or named.get("type")))
+    return names
 
 
 def summarize(violations: Sequence[Violation]) -> dict[str, int]:

@@ -15,7 +15,7 @@ conversation; every step completed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -202,10 +202,6 @@ def run_claude(claude: str, base_url: str, home: Path, work: Path, *, resume: bo
     return run_client(command, cwd=work, env=claude_env(home, base_url), timeout=TIMEOUT)
 
 
-def is_main(body: Mapping[str, Any]) -> bool:
-    return any(isinstance(t, Mapping) and t.get("name") == "Bash" for t in body.get("tools") or [])
-
-
 @pytest.fixture(scope="module")
 def claude() -> str:
     return installed("claude", "npm install -g @anthropic-ai/claude-code; .ci/run installs it")
@@ -228,7 +224,6 @@ def claude_session(claude: str, dirs: tuple[Path, Path]) -> Session:
         script=PlanScript(steps, marker_tool="Bash", id_prefix="toolu_", final=FINAL),
         runs=runs,
         landed=lambda: edits_missing(work),
-        main=is_main,
         task=TASK,
         final=FINAL,
     )

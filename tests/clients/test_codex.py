@@ -16,7 +16,7 @@ itself: managing the window is the proxy's job here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -124,12 +124,6 @@ supports_websockets = false
     )
 
 
-def is_main(body: Mapping[str, Any]) -> bool:
-    return any(
-        isinstance(t, Mapping) and t.get("name") == "exec_command" for t in body.get("tools") or []
-    )
-
-
 @pytest.fixture(scope="module")
 def codex() -> str:
     return installed("codex", "npm install -g @openai/codex; .ci/run installs it")
@@ -157,7 +151,6 @@ def codex_session(codex: str, dirs: tuple[Path, Path]) -> Session:
         script=PlanScript(steps, marker_tool="exec_command", final=FINAL),
         runs=runs,
         landed=lambda: edits_missing(work),
-        main=is_main,
         task=TASK,
         final=FINAL,
     )

@@ -197,3 +197,12 @@ def test_chat_completions_and_responses_are_read_alike() -> None:
 
 def test_strip_reminders() -> None:
     assert strip_reminders("<system-reminder>\nx\n</system-reminder>\nhello ") == "hello"
+
+
+def test_tools_added_to_a_request_without_tools() -> None:
+    title = {"messages": [{"role": "user", "content": "Generate a title"}]}
+    grown = {**title, "tools": [{"type": "function", "function": {"name": "read_result"}}]}
+    assert check("openai", title, "openai", title) == []
+    found = check("openai", title, "openai", grown)
+    assert summarize(found) == {"tools_added": 1}
+    assert "read_result" in found[0].detail
