@@ -7,8 +7,8 @@ The provider is declared in ``$XDG_CONFIG_HOME/opencode/opencode.json`` with the
 whose ``limit.context`` is large (:data:`CLIENT_CONTEXT`). Permissions ``edit`` and ``bash``
 are ``allow``, so no prompt is asked. opencode 1.18 sends a title request first (no tools;
 answered as a side request; not again on ``--continue``), then the conversation with 10 tools
-(bash, edit, glob, grep, read, skill, task, todowrite, webfetch, write); it also tries ``https://models.opencode.ai/api.json``, which the
-refusing proxy address turns away.
+(bash, edit, glob, grep, read, skill, task, todowrite, webfetch, write). It also tries to
+fetch its model list from models.opencode.ai, which the refusing proxy address turns away.
 """
 
 from __future__ import annotations
