@@ -484,6 +484,9 @@ class Session:
     final: str | None
     call_mark: re.Pattern[str] = re.compile(r"cf\d{3}s\d")
     one_session: bool = True
+    ends_on_last_call: bool = False
+    """The last step's call ends the client (mini-swe-agent's submit): its result never comes
+    back, so it counts as done when it was asked for and the run exited 0."""
     proxy_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -521,12 +524,15 @@ def drive(
     figures.breaks_by_rule = breaks_by_rule(breaks)
     if breaks:
         problems.append(describe_breaks(breaks))
-    figures.steps_completed = script.completed
+    completed = script.completed
+    if session.ends_on_last_call and runs and runs[-1].returncode == 0:
+        completed = max(completed, len(script.steps) if script.asked(len(script.steps) - 1) else 0)
+    figures.steps_completed = completed
     figures.side_requests = script.side_requests
     figures.refusals = script.refusals[:5]
-    if script.completed < len(script.steps):
+    if completed < len(script.steps):
         problems.append(
-            f"{script.completed} of {len(script.steps)} steps done; refusals: {script.refusals[:3]}"
+            f"{completed} of {len(script.steps)} steps done; refusals: {script.refusals[:3]}"
         )
     if proxy is not None:
         figures.sessions, figures.session_chains = conversation_sessions(

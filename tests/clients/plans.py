@@ -93,6 +93,10 @@ class PlanScript:
     _issued: Counter[int] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def asked(self, step: int) -> bool:
+        """Whether ``step`` was asked of the client."""
+        return self._issued[step] > 0
+
     def __call__(self, protocol: AnyProtocol, body: dict[str, Any]) -> Reply | UpstreamError:
         with self._lock:
             if self.marker_tool not in _tool_names(body):
