@@ -359,19 +359,25 @@ def check_invariants(
 
 def conversation_sessions(store: Path, marker: re.Pattern[str]) -> tuple[int, int]:
     """``(sessions, chains)`` of one conversation in the proxy's store: the sessions whose
-    transcript holds a call id matching ``marker`` (the script's), and how many of them have no
-    parent among them (one conversation should be one chain)."""
+    transcript holds a call id (or a text) matching ``marker`` (the script's), and how many of
+    them have no parent among them (one conversation should be one chain)."""
     from contextfold.store import open_store
 
     ids: dict[str, str | None] = {}
     with open_store(store) as opened:
         for info in opened.list_sessions():
             for _, message in opened.iter_messages(info.id):
-                if any(marker.search(str(getattr(p, "call_id", ""))) for p in message.parts):
+                if any(marker.search(_marked(p)) for p in message.parts):
                     ids[info.id] = info.parent_id
                     break
     roots = sum(1 for parent in ids.values() if parent not in ids)
     return len(ids), roots
+
+
+def _marked(part: Any) -> str:
+    """What of a stored message part a conversation's marker is looked for in: a call id, or
+    a text (for clients that make no calls)."""
+    return f"{getattr(part, 'call_id', '')}\n{getattr(part, 'text', '')}"
 
 
 @dataclass
