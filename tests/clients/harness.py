@@ -417,6 +417,7 @@ class RunFigures:
             f"{self.session_chains} chain(s), {self.invariant_breaks} invariant breaks "
             f"{self.breaks_by_rule or ''}, {self.side_requests} side requests"
             + (f", refusals: {self.refusals[:2]}" if self.refusals else "")
+            + (f" [{self.note}]" if self.note else "")
         )
 
 
@@ -490,6 +491,8 @@ class Session:
     final: str | None
     call_mark: re.Pattern[str] = re.compile(r"cf\d{3}s\d")
     one_session: bool = True
+    note: str = ""
+    """Said beside the figures (e.g. the window the client itself was told)."""
     ends_on_last_call: bool = False
     """The last step's call ends the client (mini-swe-agent's submit): its result never comes
     back, so it counts as done when it was asked for and the run exited 0."""
@@ -505,6 +508,7 @@ def drive(
     script = session.script
     figures = RunFigures(session.client, "proxy" if window else "direct", window)
     figures.steps_planned = len(script.steps)
+    figures.note = session.note
     problems: list[str] = []
     proxy: ProxyRun | None = None
     with contextlib.ExitStack() as stack:

@@ -211,6 +211,7 @@ def aider_session(python: Path, dirs: tuple[Path, Path], window: int) -> Session
         # request carries it; its history summaries do not).
         call_mark=re.compile(r"SKU00000"),
         one_session=False,
+        note=f"aider told its model holds {window:,}",
     )
 
 
