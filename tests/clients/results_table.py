@@ -29,8 +29,9 @@ def table(rows: Iterable[Mapping[str, Any]]) -> str:
         breaks = row.get("invariant_breaks", 0)
         rules = row.get("breaks_by_rule") or {}
         detail = f" ({', '.join(f'{k} {v}' for k, v in sorted(rules.items()))})" if rules else ""
+        client = f"{row['client']} ({row['note']})" if row.get("note") else row["client"]
         lines.append(
-            f"| {row['client']}{f' ({row["note"]})' if row.get('note') else ''} | {window} | {'yes' if row.get('passed') else 'no'} "
+            f"| {client} | {window} | {'yes' if row.get('passed') else 'no'} "
             f"| {row.get('client_requests', 0)} | {row.get('client_tokens', 0):,} "
             f"| {row.get('upstream_tokens', 0):,} | {row.get('peak_upstream_request', 0):,} "
             f"| {sessions} | {breaks}{detail} "
