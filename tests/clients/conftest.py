@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -50,3 +51,16 @@ def dirs(tmp_path: Path) -> tuple[Path, Path]:
     home.mkdir()
     work.mkdir()
     return home, work
+
+
+def client_venv(name: str, package: str) -> Path:
+    """The Python of the client venv ``name``; the test skips when it is absent."""
+    root = Path(os.environ.get("CONTEXTFOLD_CLIENT_VENVS", "/var/cache/contextfold-clients"))
+    python = root / name / "bin" / "python"
+    if not python.exists():
+        pytest.skip(
+            f"{package} is not installed in its own venv at {root / name} "
+            f"(python3 -m venv {root / name} && {root / name}/bin/pip install {package}; "
+            ".ci/run does this)"
+        )
+    return python

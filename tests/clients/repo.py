@@ -9,9 +9,10 @@ bytes.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
-__all__ = ["CSV_LINES", "LOG_LINES", "make_repo"]
+__all__ = ["CSV_LINES", "LOG_LINES", "edits_missing", "make_repo"]
 
 CSV_LINES = 3_000
 """Rows of ``data/items.csv`` (~110 KB: over Claude Code's 30 KB inline output limit)."""
@@ -87,3 +88,17 @@ def make_repo(root: Path) -> Path:
     ]
     (root / "logs" / "app.log").write_text("\n".join(log) + "\n")
     return root
+
+
+def edits_missing(work: Path) -> str | None:
+    """None when ``tests/check.py --all`` says every edit landed, else what it printed."""
+    checked = subprocess.run(
+        ["python3", "tests/check.py", "--all"],
+        cwd=work,
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return None if "cf-all-ok" in checked.stdout else checked.stdout + checked.stderr

@@ -27,11 +27,11 @@ from typing import Any
 
 import pytest
 
+from tests.clients.conftest import client_venv
 from tests.clients.harness import ClientRun, Session, clean_env, drive, run_client
 from tests.clients.plans import SIDE_TEXT, refusal
 from tests.clients.repo import make_repo
 from tests.clients.responses_upstream import AnyProtocol, ResponsesUpstream
-from tests.clients.test_mini_swe_agent import client_venv
 from tests.clients.wire import read
 from tests.proxy.upstreams import Reply, UpstreamError
 

@@ -24,7 +24,7 @@ import pytest
 from tests.clients.conftest import installed
 from tests.clients.harness import ClientRun, Session, clean_env, drive, run_client
 from tests.clients.plans import PlanScript, Step
-from tests.clients.repo import make_repo
+from tests.clients.repo import edits_missing, make_repo
 from tests.clients.responses_upstream import ResponsesUpstream
 
 pytestmark = pytest.mark.slow
@@ -227,14 +227,6 @@ def claude_session(claude: str, dirs: tuple[Path, Path]) -> Session:
         task=TASK,
         final=FINAL,
     )
-
-
-def edits_missing(work: Path) -> str | None:
-    """None when ``tests/check.py --all`` says every edit landed, else what it printed."""
-    checked = run_client(
-        ["python3", "tests/check.py", "--all"], cwd=work, env={"PATH": "/usr/bin:/bin"}, timeout=60
-    )
-    return None if "cf-all-ok" in checked.stdout else checked.stdout + checked.stderr
 
 
 def test_claude_code_direct(

@@ -25,9 +25,8 @@ import pytest
 from tests.clients.conftest import installed
 from tests.clients.harness import ClientRun, Session, clean_env, drive, run_client
 from tests.clients.plans import PlanScript, Step
-from tests.clients.repo import make_repo
+from tests.clients.repo import edits_missing, make_repo
 from tests.clients.responses_upstream import ResponsesUpstream
-from tests.clients.test_claude_code import edits_missing
 
 pytestmark = pytest.mark.slow
 

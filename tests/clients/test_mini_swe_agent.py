@@ -10,18 +10,17 @@ run. Its observations are ``<returncode>…</returncode>\\n<output>…</output>`
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.clients.conftest import client_venv
 from tests.clients.harness import ClientRun, Session, clean_env, drive, run_client
 from tests.clients.plans import PlanScript, Step
-from tests.clients.repo import make_repo
+from tests.clients.repo import edits_missing, make_repo
 from tests.clients.responses_upstream import ResponsesUpstream
-from tests.clients.test_claude_code import edits_missing
 
 pytestmark = pytest.mark.slow
 
@@ -29,19 +28,6 @@ TASK = "Work through the scripted inventory plan with mini-swe-agent."
 TIMEOUT = 300.0
 WINDOW = 12_000
 DRIVER = Path(__file__).with_name("mswea_driver.py")
-
-
-def client_venv(name: str, package: str) -> Path:
-    """The Python of the client venv ``name``; the test skips when it is absent."""
-    root = Path(os.environ.get("CONTEXTFOLD_CLIENT_VENVS", "/var/cache/contextfold-clients"))
-    python = root / name / "bin" / "python"
-    if not python.exists():
-        pytest.skip(
-            f"{package} is not installed in its own venv at {root / name} "
-            f"(python3 -m venv {root / name} && {root / name}/bin/pip install {package}; "
-            ".ci/run does this)"
-        )
-    return python
 
 
 def _bash(command: str) -> tuple[str, dict[str, Any]]:
