@@ -5,7 +5,7 @@ said what, which calls were made with which inputs, which results came back. Ant
 OpenAI Chat Completions and OpenAI Responses say the same things in three shapes; :func:`read`
 turns each into a list of :class:`Msg`, so the checks are written once.
 
-This reader is deliberately independent of ``contextfold.formats``: the checks judge what the
+This reader is deliberately independent of ``contextfold.transcripts``: the checks judge what the
 proxy made of a request, so they must not share the proxy's own parsing (a bug there would be
 invisible to a checker built on it). It is plain dict walking, and it never raises on an odd
 shape: what it does not know becomes an ``"other"`` part.
