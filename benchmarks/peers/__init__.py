@@ -5,6 +5,10 @@ Each module here wraps one framework's code as a :class:`benchmarks.baselines.Co
 adds in ``PEERS``. The framework's own code decides what the view keeps; only the model is fake.
 A module whose framework is not installed contributes nothing (its rows are left out of the run,
 and :func:`missing_peers` says which were).
+
+:mod:`benchmarks.peers.proxies` is of another kind: other HTTP proxies (Headroom, LiteLLM), each
+installed into a virtual environment of its own and run as a subprocess beside ``contextfold
+proxy`` by ``benchmarks/proxy.py``.
 """
 
 from __future__ import annotations
