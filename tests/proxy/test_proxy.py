@@ -365,9 +365,8 @@ def test_tenants_never_share_sessions(proxy_url: str, store_path: Path) -> None:
 
 
 def test_explicit_session_header_names_the_session(proxy_url: str, store_path: Path) -> None:
-    headers = {"x-api-key": "key-a", "x-contextfold-session": "ses_mine"}
-    for text in ("one", "two"):
-        response = httpx.post(
+    def ask(text: str, headers: dict[str, str]) -> httpx.Response:
+        return httpx.post(
             proxy_url + "/v1/messages",
             json={
                 "model": "claude-custom-1",
@@ -376,11 +375,19 @@ def test_explicit_session_header_names_the_session(proxy_url: str, store_path: P
             },
             headers=headers,
         )
-        assert response.status_code == 200
+
+    # A session that does not exist is not made with the client's id.
+    named = ask("one", {"x-api-key": "key-a", "x-contextfold-session": "ses_mine"})
+    assert named.status_code == 404 and named.json()["error"]["type"] == "not_found_error"
+    first = ask("one", {"x-api-key": "key-a"})
+    session = first.headers["x-contextfold-session"]
+    response = ask("two", {"x-api-key": "key-a", "x-contextfold-session": session})
+    assert response.status_code == 200
     # "two" does not extend "one": the named session keeps its history, "two" forks from it.
-    assert response.headers["x-contextfold-session"] != "ses_mine"
+    assert response.headers["x-contextfold-session"] != session
     with open_store(store_path) as store:
-        assert store.get_session(response.headers["x-contextfold-session"]).parent_id == "ses_mine"
+        assert store.get_session(response.headers["x-contextfold-session"]).parent_id == session
+        assert [s.id for s in store.list_sessions()].count("ses_mine") == 0
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""``contextfold sessions``: list, show, export and delete stored sessions."""
+"""``contextfold sessions``: list, show, export, delete and check stored sessions."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ _PREVIEW_CHARS = 100
 _CWD_KEY = "cwd"
 """The metadata key chat and run record the working folder under."""
 
-app = CommandGroup(help="List, show, export and delete stored sessions.")
+app = CommandGroup(help="List, show, export, delete and check stored sessions.")
 
 
 @app.command("list")
@@ -291,6 +291,50 @@ def delete(
     _render.console().print(
         f"Deleted session {_render.escape(info.id)} ({info.message_count:,} messages)."
     )
+
+
+@app.command("check")
+def check(
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Remove what a crash left half-made: partial sessions and proxy heads that "
+            "point nowhere. Complete sessions are never touched.",
+        ),
+    ] = False,
+    store: StoreOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Check the store: rows, transcripts, snapshots and the proxy's conversation index.
+
+    Reports partial sessions (a crash cut a proxied session's copy short) and proxy heads that
+    point nowhere; --repair removes them. Exits 1 when problems remain.
+
+    Example:
+
+        contextfold sessions check --repair
+    """
+    location = store_location(store)
+    if not location.exists:
+        raise UsageError(f"there is no session store at {location}")
+    with open_existing_store(location) as opened:
+        removed = opened.repair() if repair else []
+        problems = opened.check_integrity()
+    if as_json:
+        _render.print_json({"problems": problems, "removed": removed})
+    else:
+        out = _render.console()
+        for line in removed:
+            out.print(f"[green]{_render.escape(line)}[/green]")
+        for line in problems:
+            out.print(f"[red]problem:[/red] {_render.escape(line)}")
+        if not problems:
+            out.print(f"No problems in {_render.escape(str(location))}.")
+        elif not repair:
+            out.print("Run [bold]contextfold sessions check --repair[/bold] to remove them.")
+    if problems:
+        raise typer.Exit(1)
 
 
 # --------------------------------------------------------------------------------------------------

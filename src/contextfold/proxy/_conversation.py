@@ -13,7 +13,8 @@ from contextfold.engine import ContextEngine, PreparedRequest, Session
 from contextfold.errors import ConcurrentWriteError, ContextOverflowError, SessionNotFoundError
 from contextfold.messages import Message, ToolResultPart
 from contextfold.proxy._engines import ProxyStore
-from contextfold.proxy._identity import chain_heads, extend_head
+from contextfold.proxy._identity import ANONYMOUS, chain_heads, extend_head
+from contextfold.proxy._in_flight import InFlight
 from contextfold.proxy._kept_sessions import KeptSessions
 from contextfold.proxy._wire import ClientError, ClientRequest, RoundReply
 from contextfold.proxy.sessions import METADATA_KEY
@@ -50,9 +51,12 @@ class Conversation:
         *,
         explicit_session: str | None = None,
         kept: KeptSessions | None = None,
+        in_flight: InFlight | None = None,
     ) -> None:
         self.engine = engine
         self.kept = kept
+        self.in_flight = in_flight
+        self.claimed: set[str] = set()
         self.store = store
         self.tenant = tenant
         self.client = client
@@ -79,18 +83,38 @@ class Conversation:
         raise AssertionError("unreachable")
 
     def _open(self) -> Session:
-        found = self._locate()
-        if found is None:
-            session = self._new_session()
-            start = 0
-        else:
-            session_id, start, stored_head = found
-            session = self._resume(session_id, stored_head)
-        _append(session, self.client.read(start))
-        self.appended = len(self.heads) - start
-        self._record(session, self.heads[-1], len(self.heads))
+        # One transaction: a crash leaves the session as it was, or with the turn appended and
+        # its head recorded; a new session (or fork) is not seen by anyone until it is whole.
+        with self.store.atomic():
+            found = self._locate()
+            if found is None:
+                session = self._new_session()
+                start = 0
+            else:
+                session_id, start, stored_head = found
+                session = self._resume(session_id, stored_head)
+            _append(session, self.client.read(start))
+            self.appended = len(self.heads) - start
+            self._record(session, self.heads[-1], len(self.heads))
         self.session = session
         return session
+
+    def _claim(self, session_id: str) -> bool:
+        """Take the session for this request; False when another request of this worker is
+        answering in it (this one then forks, and its header names the fork)."""
+        if self.in_flight is None or session_id in self.claimed:
+            return True
+        if not self.in_flight.claim(session_id):
+            return False
+        self.claimed.add(session_id)
+        return True
+
+    def end(self) -> None:
+        """The request is over, answered or not: its sessions are free for the next one."""
+        if self.in_flight is not None:
+            for session_id in self.claimed:
+                self.in_flight.release(session_id)
+        self.claimed.clear()
 
     def _record(self, session: Session, head: str, messages: int) -> None:
         """Note that ``session``, as it now stands, holds the client's first ``messages``."""
@@ -136,35 +160,36 @@ class Conversation:
                 continue
             session_id, seq = hit
             stored_head = self.store.session_head(session_id)
-            if stored_head[0] == seq:
+            if stored_head[0] == seq and self._claim(session_id):
                 return session_id, count, stored_head
             self.forked_from = session_id
             return None
         return None
 
     def _locate_explicit(self, session_id: str) -> tuple[str, int, tuple[int, int]] | None:
+        not_found = ClientError(
+            f"no session {session_id!r} for this key", status=404, kind="not_found"
+        )
         try:
             info = self.store.get_session(session_id)
         except SessionNotFoundError:
-            return None  # the client names a new session: it is made with that id
+            # A client does not choose the ids of new sessions: one it could name before it
+            # exists is one another client could be made to continue.
+            raise not_found from None
         owner = info.metadata.get(METADATA_KEY, {}).get("tenant") if info.metadata else None
-        if owner != self.tenant:
-            raise ClientError(
-                f"no session {session_id!r} for this key", status=404, kind="not_found"
-            )
+        if owner != self.tenant or self.tenant == ANONYMOUS:
+            raise not_found
         stored_head = self.store.session_head(session_id)
         found = self.store.find_proxy_heads(self.tenant, self.heads)
         for count in range(len(self.heads), 0, -1):
-            if found.get(self.heads[count - 1]) == (session_id, stored_head[0]):
+            hit = found.get(self.heads[count - 1])
+            if hit == (session_id, stored_head[0]) and self._claim(session_id):
                 return session_id, count, stored_head
-        if stored_head == (0, 0):
-            return session_id, 0, stored_head  # named before anything was stored in it
         self.forked_from = session_id
         return None
 
     def _new_session(self) -> Session:
         title = " ".join(self.client.first_user_text.split())[:_TITLE_CHARS] or None
-        explicit = self.explicit_session if self.forked_from is None else None
         metadata = {
             METADATA_KEY: {
                 "tenant": self.tenant,
@@ -172,9 +197,11 @@ class Conversation:
                 "model": self.client.model,
             }
         }
-        return self.engine.new_session(
-            title=title, metadata=metadata, session_id=explicit, parent_id=self.forked_from
+        session = self.engine.new_session(
+            title=title, metadata=metadata, parent_id=self.forked_from
         )
+        self._claim(session.id)
+        return session
 
     # -- one round ---------------------------------------------------------------------------------
 
@@ -205,12 +232,14 @@ class Conversation:
         )
 
     def _fork_current(self) -> None:
-        """Go on in a new session holding the client's whole history, forked from this one."""
+        """Go on in a new session holding the client's whole history, forked from this one
+        (in one transaction: a fork is not seen until its copy is whole)."""
         self.forked_from = self.current.id
-        session = self._new_session()
-        _append(session, self.client.read(0))
+        with self.store.atomic():
+            session = self._new_session()
+            _append(session, self.client.read(0))
+            self._record(session, self.heads[-1], len(self.heads))
         self.appended = len(self.heads)
-        self._record(session, self.heads[-1], len(self.heads))
         self.session = session
 
     def reply_budget(self, prepared: PreparedRequest) -> tuple[int | None, bool]:
@@ -226,17 +255,20 @@ class Conversation:
     def add_reply(self, reply: RoundReply) -> bool:
         """Record one upstream reply and answer its calls to the engine's tools. True when the
         upstream must be called again: the reply called only engine tools."""
-        try:
-            self.current.add_assistant(reply.message, reply.usage)
-        except ConcurrentWriteError:
-            # Another worker recorded a reply to this same request meanwhile (a client's retry
-            # racing its original): this reply is another branch of the conversation, kept
-            # whole in a fork rather than stacked after the other one.
-            logger.info(
-                "session %s answered twice at once; this reply goes to a fork", self.current.id
-            )
-            self._fork_current()
-            self.current.add_assistant(reply.message, reply.usage)
+        with self.store.atomic():
+            try:
+                self.current.add_assistant(reply.message, reply.usage)
+            except ConcurrentWriteError:
+                # Another worker recorded a reply to this same request meanwhile (a client's
+                # retry racing its original): this reply is another branch of the conversation,
+                # kept whole in a fork rather than stacked after the other one.
+                logger.info(
+                    "session %s answered twice at once; this reply goes to a fork", self.current.id
+                )
+                self._fork_current()
+                self.current.add_assistant(reply.message, reply.usage)
+            if reply.engine_calls:
+                self._record_round()
         session = self.current
         if not reply.engine_calls:
             return False
@@ -245,8 +277,16 @@ class Conversation:
             answered = session.run_engine_tool(call)
             if answered is not None:
                 results.append(answered)
-        session.add_tool_results(results)
+        with self.store.atomic():
+            session.add_tool_results(results)
+            self._record_round()
         return reply.client_calls == 0
+
+    def _record_round(self) -> None:
+        """The client's request now continues after the engine's own round: a retry after a
+        crash here goes on from it, rather than forking a session that only moved on inside
+        this same request."""
+        self._record(self.current, self.heads[-1], len(self.heads))
 
     def recover(self, error: ContextOverflowError) -> bool:
         """After the upstream refused the request as too long: compact hard. False when the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -30,6 +31,7 @@ class ProxyStore(BrowsableSessionStore, Protocol):
     def find_proxy_heads(self, tenant: str, heads: list[str]) -> dict[str, tuple[str, int]]: ...
     def session_head(self, session_id: str) -> tuple[int, int]: ...
     def add_to_metadata(self, session_id: str, key: str, counts: Mapping[str, int]) -> None: ...
+    def atomic(self) -> AbstractContextManager[None]: ...
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ to the upstream and the streaming to the client run on the event loop.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
@@ -21,6 +22,7 @@ from contextfold.model_registry import Provider
 from contextfold.providers.errors import error_from_response
 from contextfold.proxy._conversation import ENGINE_TOOL_NAMES, Conversation
 from contextfold.proxy._engines import Engines, ProxyStore
+from contextfold.proxy._in_flight import InFlight
 from contextfold.proxy._wire import ClientError, ClientRequest, ProtocolName, RoundReply, add_usage
 from contextfold.proxy.config import ProxyConfig
 from contextfold.wire.sse import SSEDecoder, sse_events
@@ -30,6 +32,10 @@ __all__ = ["Exchange", "ProxyState", "UpstreamRefused", "WireSide"]
 logger = logging.getLogger("contextfold.proxy")
 
 SESSION_HEADER = "x-contextfold-session"
+
+_CLAIM_LAPSE = 600.0
+"""Seconds after which a claim on a session lapses if its request never ended (see
+:mod:`._in_flight`)."""
 
 
 class StreamRelay(Protocol):
@@ -78,6 +84,7 @@ class ProxyState:
     engines: Engines
     http: httpx.AsyncClient
     salt: bytes
+    in_flight: InFlight = field(default_factory=lambda: InFlight(lapse=_CLAIM_LAPSE))
 
 
 class UpstreamRefused(Exception):
@@ -120,17 +127,28 @@ class Exchange:
             self.client,
             explicit_session=self.explicit_session,
             kept=made.kept,
+            in_flight=self.state.in_flight,
         )
-        body = await anyio.to_thread.run_sync(self._begin, conversation)
-        headers = {SESSION_HEADER: conversation.current.id}
-        if body is None:
-            return await self._shadow(conversation, headers)
-        if self.client.stream:
-            first = await self._call(conversation, body, 0)
-            return StreamingResponse(
-                self._stream(conversation, first), media_type="text/event-stream", headers=headers
-            )
-        return await self._plain(conversation, body, headers)
+        response: Response | None = None
+        try:
+            body = await anyio.to_thread.run_sync(self._begin, conversation)
+            if body is None:
+                response = await self._shadow(conversation)
+            elif self.client.stream:
+                first = await self._call(conversation, body, 0)
+                # Sent before the reply exists: the session was claimed when it was opened,
+                # so no other request of this worker can take the reply's place in it.
+                response = StreamingResponse(
+                    self._stream(conversation, first),
+                    media_type="text/event-stream",
+                    headers={SESSION_HEADER: conversation.current.id},
+                )
+            else:
+                response = await self._plain(conversation, body)
+            return response
+        finally:
+            if not isinstance(response, StreamingResponse):  # a stream frees them as it ends
+                conversation.end()
 
     # -- the engine's work (on a worker thread: it reads and writes the store) -------------------
 
@@ -179,9 +197,15 @@ class Exchange:
         answered and the model must go on, else None once the exchange is recorded whole
         (``visible``: what the client received, read when it is complete)."""
         self._count(reply)
-        if conversation.add_reply(reply):
+        # A final reply and the head the client's next request will carry are one write: a
+        # crash between them would make the retry fork a session that only holds its answer.
+        final = not reply.engine_calls
+        with self.state.store.atomic() if final else contextlib.nullcontext():
+            more = conversation.add_reply(reply)
+            if not more:
+                conversation.finish(self.side.visible_digest(visible()), self.tally)
+        if more:
             return self._body_for(conversation, rounds)
-        conversation.finish(self.side.visible_digest(visible()), self.tally)
         conversation.release()
         self.log["rounds"] = rounds
         return None
@@ -262,9 +286,7 @@ class Exchange:
 
     # -- answering -------------------------------------------------------------------------------
 
-    async def _plain(
-        self, conversation: Conversation, body: dict[str, Any], headers: dict[str, str]
-    ) -> Response:
+    async def _plain(self, conversation: Conversation, body: dict[str, Any]) -> Response:
         pieces: list[Any] = []
         usage: dict[str, Any] = {}
         rounds = 0
@@ -281,6 +303,8 @@ class Exchange:
                 self._after_reply, conversation, reply, rounds, lambda: self.side.join(pieces)
             )
         visible = self.side.join(pieces)
+        # Named now, after any fork: the session that holds this reply.
+        headers = {SESSION_HEADER: conversation.current.id}
         return JSONResponse(
             self.side.client_body(final, visible, reply.stop, usage), headers=headers
         )
@@ -323,9 +347,10 @@ class Exchange:
                 yield chunk
         finally:
             await response.aclose()
+            conversation.end()
             write_access_log(self.log, self.tally)
 
-    async def _shadow(self, conversation: Conversation, headers: dict[str, str]) -> Response:
+    async def _shadow(self, conversation: Conversation) -> Response:
         """Dry run: the client's request goes up untouched; the engine's would-be request is
         measured and the exchange recorded."""
         prepared = await anyio.to_thread.run_sync(conversation.prepare)
@@ -341,9 +366,11 @@ class Exchange:
                 self._after_reply, conversation, reply, 1, lambda: self.side.join([piece])
             )
             media = response.headers.get("content-type", "application/json")
+            headers = {SESSION_HEADER: conversation.current.id}
             return Response(
                 raw, status_code=response.status_code, media_type=media, headers=headers
             )
+        headers = {SESSION_HEADER: conversation.current.id}
         return StreamingResponse(
             self._shadow_stream(conversation, response),
             media_type="text/event-stream",
@@ -367,6 +394,7 @@ class Exchange:
                 )
         finally:
             await response.aclose()
+            conversation.end()
             write_access_log(self.log, self.tally)
 
 

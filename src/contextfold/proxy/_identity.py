@@ -17,13 +17,18 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-__all__ = ["chain_heads", "extend_head", "tenant_of"]
+__all__ = ["ANONYMOUS", "chain_heads", "extend_head", "tenant_of"]
+
+ANONYMOUS = "anonymous"
+"""The tenant of requests that present no credential. Such a request continues its own
+conversation (recognised by its whole history, which only its client holds), but it can neither
+list sessions nor name one: every keyless client shares this tenant."""
 
 
 def tenant_of(credential: str | None, salt: bytes) -> str:
     """The tenant a credential belongs to: a salted hash (``anonymous`` without one)."""
     if not credential:
-        return "anonymous"
+        return ANONYMOUS
     return "t_" + hashlib.blake2b(credential.encode(), key=salt[:64], digest_size=12).hexdigest()
 
 

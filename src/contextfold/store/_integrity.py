@@ -22,7 +22,7 @@ from contextfold.store._records import EditRecord
 from contextfold.store._rows import Rows
 from contextfold.store.view_rebuild import replay
 
-__all__ = ["check_rows"]
+__all__ = ["PROXY_METADATA_KEY", "check_rows", "proxy_damage", "proxy_problems"]
 
 _MESSAGE_ROWS = (
     "SELECT seq, id, role, data FROM messages WHERE session_id = ? AND seq > ? AND seq <= ? "
@@ -59,6 +59,7 @@ def check_rows(rows: Rows) -> list[str]:
                 problems.append(f"{table}: {count} rows belong to no session")
     for session_id, metadata in sessions:
         problems.extend(_check_session(rows, session_id, metadata))
+    problems.extend(proxy_problems(rows))
     return problems
 
 
@@ -185,3 +186,63 @@ def _first_difference(snapshot: Sequence[Message], replayed: Sequence[Message]) 
                 return f"message {index} ({kept.id!r}) differs"
             return f"message {index} is {kept.id!r} in the snapshot, {rebuilt.id!r} in the replay"
     return f"the snapshot holds {len(snapshot)} messages, the replay {len(replayed)}"
+
+
+# --------------------------------------------------------------------------------------------------
+# the proxy's index: partial sessions and heads that point nowhere
+# --------------------------------------------------------------------------------------------------
+
+PROXY_METADATA_KEY = "proxy"
+"""The metadata key ``contextfold proxy`` keeps a session's tenant and figures under."""
+
+_DANGLING_HEADS = (
+    "SELECT p.tenant, p.head, p.session_id, p.seq FROM proxy_heads p "
+    "WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = p.session_id) "
+    "OR p.seq > (SELECT COALESCE(MAX(m.seq), 0) FROM messages m WHERE m.session_id = p.session_id)"
+)
+_UNINDEXED_SESSIONS = (
+    "SELECT s.id, s.metadata FROM sessions s "
+    "WHERE NOT EXISTS (SELECT 1 FROM proxy_heads p WHERE p.session_id = s.id) "
+    "AND NOT EXISTS (SELECT 1 FROM sessions c WHERE c.parent_id = s.id)"
+)
+
+
+def proxy_damage(rows: Rows) -> tuple[list[str], list[tuple[str, str, str, int]]]:
+    """What a crash in the middle of a proxied request could leave, in one consistent read:
+    partial sessions, and proxy heads that point nowhere.
+
+    A *partial* session is one the proxy made (its metadata carries :data:`PROXY_METADATA_KEY`)
+    that no conversation prefix leads to, that never finished a request (no ``requests``
+    figure), and that no other session continues: a session or fork whose copy of the client's
+    history a crash cut short (the proxy now writes one in a single transaction). The client
+    still holds everything it held, and no request can reach it. A head points *nowhere* when
+    its session is gone or ends before the seq the head was recorded at.
+    """
+    with rows.transaction("snapshot") as cur:
+        dangling = [(str(t), str(h), str(s), int(q)) for t, h, s, q in cur.execute(_DANGLING_HEADS)]
+        candidates = cur.execute(_UNINDEXED_SESSIONS)
+    partial = []
+    for session_id, metadata in candidates:
+        try:
+            figures = decode_mapping(metadata).get(PROXY_METADATA_KEY)
+        except ValueError:
+            continue  # reported by the row checks; not ours to judge
+        if isinstance(figures, dict) and not figures.get("requests"):
+            partial.append(str(session_id))
+    return sorted(partial), dangling
+
+
+def proxy_problems(rows: Rows) -> list[str]:
+    """:func:`proxy_damage` as readable lines."""
+    partial, dangling = proxy_damage(rows)
+    lines = [
+        f"session {sid!r}: partial (made by the proxy, reached by no conversation, never "
+        "answered; a crash cut its copy short)"
+        for sid in partial
+    ]
+    lines.extend(
+        f"proxy head {head[:12]}… of tenant {tenant!r} points nowhere (session {sid!r} at seq "
+        f"{seq})"
+        for tenant, head, sid, seq in dangling
+    )
+    return lines

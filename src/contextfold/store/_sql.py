@@ -12,10 +12,11 @@ are handed a :class:`~contextfold.store._rows.Rows` (and migrations a
 
 from __future__ import annotations
 
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ClassVar, Self, TextIO
 
 from contextfold.edits import ContextEdit
@@ -32,7 +33,7 @@ from contextfold.redaction.redactor import redact_text
 from contextfold.store import _codec, _reads
 from contextfold.store._async import AsyncStoreMixin
 from contextfold.store._export import export_session
-from contextfold.store._integrity import check_rows
+from contextfold.store._integrity import check_rows, proxy_damage
 from contextfold.store._queries import (
     ENGINE_STATE,
     NO_LIMIT,
@@ -72,14 +73,19 @@ class SQLStore(AsyncStoreMixin, ABC):
         self.location = location
         self.redact = redact
         self._encoded = _codec.EncodedMessages(redact=redact)
+        self._held = threading.local()  # this thread's atomic transaction, inside atomic()
         # What the schema, export and integrity helpers are given instead of the store.
         self._rows = Rows(self._transaction, batch_size)
 
     # -- what a backend provides -------------------------------------------------------------------
 
     @abstractmethod
-    def _transaction(self, mode: TxMode) -> AbstractContextManager[Cursor]:
+    def _begin(self, mode: TxMode) -> AbstractContextManager[Cursor]:
         """A transaction in ``mode`` that commits on success and rolls back on error."""
+
+    @abstractmethod
+    def _translate_errors(self) -> AbstractContextManager[None]:
+        """The backend's errors as contextfold's (``StoreError``, ``DuplicateKeyError``)."""
 
     @abstractmethod
     def _table_names(self, cur: Cursor) -> set[str]:
@@ -92,6 +98,53 @@ class SQLStore(AsyncStoreMixin, ABC):
     @abstractmethod
     def close(self) -> None:
         """Release connections; the store is unusable afterwards."""
+
+    def _transaction(self, mode: TxMode) -> AbstractContextManager[Cursor]:
+        """A transaction in ``mode``; inside :meth:`atomic` on this thread, a part of the
+        atomic one (a savepoint: its failure undoes only itself, as its own transaction's
+        would), so every write in the block commits together."""
+        held: Cursor | None = getattr(self._held, "cursor", None)
+        if held is None:
+            return self._begin(mode)
+        return self._savepoint(held)
+
+    @contextmanager
+    def _savepoint(self, cur: Cursor) -> Iterator[Cursor]:
+        depth = self._held.depth = self._held.depth + 1
+        name = f"contextfold_{depth}"
+        try:
+            with self._translate_errors():
+                cur.execute(f"SAVEPOINT {name}")
+                try:
+                    yield cur
+                except BaseException:
+                    cur.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                    cur.execute(f"RELEASE SAVEPOINT {name}")
+                    raise
+                cur.execute(f"RELEASE SAVEPOINT {name}")
+        finally:
+            self._held.depth = depth - 1
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Every write this thread makes in the block commits together, or none does.
+
+        For writes that are one fact but several calls: the proxy appends a turn and records
+        where its conversation stands, or copies a whole history into a fork, so that a crash
+        leaves all of it or nothing. Inside the block, this thread reads what it wrote; other
+        threads and processes see nothing of it until the block ends (on SQLite they wait for
+        it: keep the block short, and never call a model inside it). A block inside another
+        is part of it.
+        """
+        if getattr(self._held, "cursor", None) is not None:
+            yield
+            return
+        with self._begin("write") as cur:
+            self._held.cursor, self._held.depth = cur, 0
+            try:
+                yield
+            finally:
+                self._held.cursor = None
 
     def _migration_lock(self, cur: Cursor) -> None:
         """Serialize migrations across processes (a SQLite write transaction already does)."""
@@ -552,6 +605,28 @@ class SQLStore(AsyncStoreMixin, ABC):
         if problems:
             return problems
         return check_rows(self._rows)
+
+    def repair(self) -> list[str]:
+        """Remove what a crash left half-made, in one transaction: partial sessions and proxy
+        heads that point nowhere (see :func:`~contextfold.store._integrity.proxy_damage`).
+        Complete sessions are never touched. What was removed, in words (empty: nothing)."""
+        with self.atomic():
+            partial, dangling = proxy_damage(self._rows)
+            with self._transaction("write") as cur:
+                for session_id in partial:
+                    cur.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+                for tenant, head, _, _ in dangling:
+                    cur.execute(
+                        "DELETE FROM proxy_heads WHERE tenant = ? AND head = ?", (tenant, head)
+                    )
+        for session_id in partial:
+            self._encoded.forget(session_id)
+        removed = [f"removed partial session {sid!r}" for sid in partial]
+        removed.extend(
+            f"removed proxy head {head[:12]}… (pointed at session {sid!r}, seq {seq})"
+            for _, head, sid, seq in dangling
+        )
+        return removed
 
     # -- helpers ---------------------------------------------------------------------------------
 

@@ -205,6 +205,11 @@ class BrowsableSessionStore(SessionStore, Protocol):
         """Problems found in the whole store; an empty list when it is sound."""
         ...
 
+    def repair(self) -> list[str]:
+        """Remove what a crash left half-made (partial sessions, proxy heads that point
+        nowhere), never a complete session; what was removed, in words."""
+        ...
+
     def __enter__(self) -> Self:
         """The store itself; leaving the ``with`` block closes it."""
         ...

@@ -156,7 +156,7 @@ class PostgresStore(SQLStore):
     # -- the backend half ------------------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self, mode: TxMode) -> Iterator[Cursor]:
+    def _begin(self, mode: TxMode) -> Iterator[Cursor]:
         with self._translate_errors():
             if self._pool is None:
                 raise StoreError(f"{self.location}: the store is closed")

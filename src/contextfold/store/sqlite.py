@@ -237,7 +237,7 @@ class SQLiteStore(SQLStore):
     # -- the backend half ------------------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self, mode: TxMode) -> Iterator[Cursor]:
+    def _begin(self, mode: TxMode) -> Iterator[Cursor]:
         with self._lock, self._translate_errors():
             conn = self._conn
             if conn is None:

@@ -1,0 +1,100 @@
+"""Crash-safe identity: writes that are one fact commit together (``store.atomic()``), and what a
+crash left half-made (partial sessions, proxy heads that point nowhere) is found by
+``check_integrity()``, reported by ``contextfold sessions check`` and removed by ``--repair``,
+never a complete session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from contextfold.cli import app
+from contextfold.errors import ConcurrentWriteError
+from contextfold.messages import Message
+from contextfold.proxy.sessions import METADATA_KEY
+from contextfold.store import open_store
+from contextfold.store._integrity import PROXY_METADATA_KEY
+
+from .conftest import StoreTarget
+
+
+def _proxy_session(store: Any, *, requests: int = 0, **kwargs: Any) -> str:
+    figures: dict[str, Any] = {"tenant": "t"}
+    if requests:
+        figures["requests"] = requests
+    return str(store.create_session(metadata={METADATA_KEY: figures}, **kwargs).id)
+
+
+def test_the_store_and_the_proxy_agree_on_the_metadata_key() -> None:
+    assert PROXY_METADATA_KEY == METADATA_KEY
+
+
+def test_writes_in_one_atomic_block_commit_together_or_not_at_all(target: StoreTarget) -> None:
+    with target.open() as store:
+        with pytest.raises(ConcurrentWriteError), store.atomic():
+            sid = store.create_session().id
+            store.append_messages(sid, [Message.user("one"), Message.user("two")])
+            store.record_proxy_head("t", "h1", sid, 2, 2)
+            # Another writer's view of the session: refused, and everything above with it.
+            store.append_messages(sid, [Message.user("three")], expected_seq=0)
+        assert store.list_sessions() == []
+        with store.atomic():
+            sid = store.create_session().id
+            store.append_messages(sid, [Message.user("one")])
+            # A failed part undoes only itself, as its own transaction would have.
+            with pytest.raises(ConcurrentWriteError):
+                store.append_messages(sid, [Message.user("x")], expected_seq=0)
+            store.record_proxy_head("t", "h1", sid, 1, 1)
+            assert store.last_seq(sid) == 1  # this thread reads what it wrote
+        assert store.find_proxy_heads("t", ["h1"]) == {"h1": (sid, 1)}
+        assert store.check_integrity() == []
+
+
+def test_partial_sessions_and_heads_pointing_nowhere_are_found_and_removed(
+    target: StoreTarget,
+) -> None:
+    with target.open() as store:
+        complete = _proxy_session(store, requests=1)
+        store.append_messages(complete, [Message.user("hi"), Message.assistant("hello")])
+        store.record_proxy_head("t", "c2", complete, 2, 2)
+        answered_unindexed = _proxy_session(store, requests=3)  # its heads taken over: complete
+        store.append_messages(answered_unindexed, [Message.user("hi")])
+        indexed = _proxy_session(store)  # answered nothing yet, but reachable
+        store.append_messages(indexed, [Message.user("hi")])
+        store.record_proxy_head("t", "i1", indexed, 1, 1)
+        partial = _proxy_session(store, parent_id=complete)  # a fork cut short: 1 of 49
+        store.append_messages(partial, [Message.user("hi")])
+        mine = store.create_session().id  # not the proxy's: never judged
+        store.append_messages(mine, [Message.user("hi")])
+        store.record_proxy_head("t", "ahead", indexed, 1, 5)  # recorded past its transcript
+
+        problems = store.check_integrity()
+        assert len(problems) == 2, problems
+        assert any(partial in line and "partial" in line for line in problems)
+        assert any("points nowhere" in line for line in problems)
+
+        removed = store.repair()
+        assert len(removed) == 2 and store.check_integrity() == []
+        kept = {s.id for s in store.list_sessions()}
+        assert kept == {complete, answered_unindexed, indexed, mine}
+        assert store.find_proxy_heads("t", ["c2", "i1", "ahead"]).keys() == {"c2", "i1"}
+        assert store.repair() == []
+
+
+def test_sessions_check_reports_and_repairs(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with open_store(path, warn_wal_reset=False) as store:
+        partial = _proxy_session(store)
+        store.append_messages(partial, [Message.user("hi")])
+    runner = CliRunner()
+    found = runner.invoke(app, ["sessions", "check", "--store", str(path)])
+    assert found.exit_code == 1, found.output
+    assert partial in found.output and "--repair" in found.output
+    repaired = runner.invoke(app, ["sessions", "check", "--repair", "--store", str(path)])
+    assert repaired.exit_code == 0, repaired.output
+    assert "removed partial session" in repaired.output
+    clean = runner.invoke(app, ["sessions", "check", "--store", str(path), "--json"])
+    assert clean.exit_code == 0 and '"problems": []' in clean.output
