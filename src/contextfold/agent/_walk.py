@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from contextfold.agent._outcome import ToolError
 from contextfold.agent.workspace import Workspace, is_noise_dir
+from contextfold.confined_files import walk_folders
 
-__all__ = ["compile_glob", "walk_files"]
+__all__ = ["WalkedFile", "compile_glob", "walk_files"]
 
 _MAX_BRACE_EXPANSIONS = 64
 """Most patterns a ``{a,b}`` expansion may produce (a pathological pattern must stay cheap)."""
@@ -100,19 +102,48 @@ def _translate_segment(segment: str) -> str:
     return "".join(out)
 
 
+@dataclass(frozen=True, slots=True)
+class WalkedFile:
+    """One file met by :func:`walk_files`."""
+
+    path: Path
+    """Absolute, for naming it (a symlink's own path, not its target's)."""
+    relative: str
+    """Relative to the walk's base folder, with ``/``."""
+    folder: int
+    """A descriptor of its folder: valid until the walk moves on."""
+    name: str
+    is_link: bool
+    """A symlink to a file inside the workspace: open it by :attr:`path`, through the fence."""
+
+
 def walk_files(
-    workspace: Workspace, base: Path, *, keep: frozenset[str] = frozenset()
-) -> Iterator[tuple[Path, str]]:
-    """Every file under ``base`` as (absolute path, path relative to ``base`` with ``/``),
-    in sorted order, skipping noise folders (unless named in ``keep``) and symlinks that lead
-    out of the workspace. Symlinked folders are not entered (no cycles, no escapes)."""
-    for folder, dirnames, filenames in os.walk(base):
-        dirnames[:] = sorted(d for d in dirnames if d in keep or not is_noise_dir(d))
-        here = Path(folder)
-        relative_folder = here.relative_to(base).as_posix()
-        prefix = "" if relative_folder == "." else relative_folder + "/"
-        for name in sorted(filenames):
-            path = here / name
-            if path.is_symlink() and not workspace.contains(path):
-                continue
-            yield path, prefix + name
+    workspace: Workspace, base: Path, *, tool: str, keep: frozenset[str] = frozenset()
+) -> Iterator[WalkedFile]:
+    """Every file under ``base`` (a folder of the workspace), in sorted order, folder by folder,
+    skipping noise folders (unless named in ``keep``) and symlinks that lead out of the
+    workspace. The walk goes through descriptors and enters no symlinked folder (no cycles, no
+    escapes, not even through a folder swapped for a link while it walks)."""
+    with workspace.open_folder(base, path=workspace.display(base), tool=tool) as top:
+        for prefix, folder, entries in walk_folders(
+            top, lambda name: name in keep or not is_noise_dir(name)
+        ):
+            here = base / prefix
+            for entry in entries:
+                walked = _walked(workspace, entry, here, prefix, folder)
+                if walked is not None:
+                    yield walked
+
+
+def _walked(
+    workspace: Workspace, entry: os.DirEntry[str], here: Path, prefix: str, folder: int
+) -> WalkedFile | None:
+    path = here / entry.name
+    if entry.is_symlink():
+        # A link to a folder is not entered; a link to a file counts when it stays inside.
+        if entry.is_dir() or not workspace.contains(path):
+            return None
+        return WalkedFile(path, prefix + entry.name, folder, entry.name, True)
+    if entry.is_dir(follow_symlinks=False):
+        return None
+    return WalkedFile(path, prefix + entry.name, folder, entry.name, False)

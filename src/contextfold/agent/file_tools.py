@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import IO, Any
 
 from contextfold.agent._edit import EditPlan, describe_ranges, plan_edit
@@ -22,7 +21,7 @@ from contextfold.agent.text import (
     line_count,
     numbered,
     plural,
-    require_text_file,
+    require_text,
 )
 from contextfold.agent.workspace import BINARY_SNIFF_BYTES, Workspace, looks_binary
 from contextfold.tool_spec import ToolSpec
@@ -146,8 +145,6 @@ class FileTools:
     def read_file(self, args: dict[str, Any]) -> ToolOutcome:
         """Numbered lines of a text file, a page at a time."""
         path: str = args["path"]
-        target = self.workspace.resolve(path)
-        require_text_file(self.workspace, path, target, "read_file")
         start: int = args.get("start_line", 1)
         end: int | None = args.get("end_line")
         if end is not None and end < start:
@@ -159,8 +156,10 @@ class FileTools:
             max_lines, max_bytes = READ_FILE_DEFAULT_LINES, READ_FILE_PAGE_BYTES
         else:
             max_lines, max_bytes = min(end - start + 1, READ_FILE_MAX_LINES), None
-        shown, total = _read_page(target, start, max_lines, max_bytes)
-        name = self.workspace.display(target)
+        with self.workspace.open_file(path, tool="read_file") as opened:
+            require_text(opened, path, "read_file")
+            shown, total = _read_page(opened.handle, start, max_lines, max_bytes)
+        name = self.workspace.display(opened.path)
         metadata: dict[str, Any] = {"path": name, "total_lines": total}
         if total == 0:
             return ToolOutcome(f"[{name} is empty]", metadata=metadata)
@@ -185,62 +184,68 @@ class FileTools:
         """Create or overwrite a file, after approval."""
         path: str = args["path"]
         content: str = args["content"]
-        target = self.workspace.resolve(path)
-        if target.is_dir():
-            raise ToolError(
-                f"{path!r} is a directory; give the path of a file inside it", kind="is_directory"
-            )
-        if target.exists() and not target.is_file():  # writing to a FIFO would block
-            raise ToolError(f"{path!r} is not a regular file", kind="special")
+        target, existing = self.workspace.writable_target(path, tool="write_file")
         self.approval.require_writable("write_file")
         name = self.workspace.display(target)
         data = content.encode("utf-8", "surrogateescape")
         lines = line_count(content)
-        existed = target.exists()
 
         def summary() -> str:
             # All of the change: the user approves what they are shown, nothing past it.
             size = f"{plural(lines, 'line')} ({human_size(len(data))})"
-            if not existed:
+            if existing is None:
                 return f"create {name}: {size}\n{_numbered_preview(content)}"
-            old = _read_for_preview(target)
+            old = self._read_for_preview(path)
             if old is None or max(len(old), len(content)) > PREVIEW_DIFF_MAX_CHARS:
                 note = "not diffed (the old file is binary or large); all of the new text"
                 return f"overwrite {name} with {size}; {note}:\n{_numbered_preview(content)}"
             return f"overwrite {name} with {size}\n{_diff_preview(old, content, name)}"
 
         self.approval.require("write_file", summary)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        existed = self.workspace.replace_file(target, data, path=path, tool="write_file")
         verb = "Overwrote" if existed else "Created"
         return ToolOutcome(
             f"{verb} {name}: wrote {len(data)} bytes ({plural(lines, 'line')}).",
             metadata={"path": name, "bytes": len(data), "lines": lines, "created": not existed},
         )
 
+    def _read_for_preview(self, path: str) -> str | None:
+        """The current text of a file about to be overwritten, when it is small text."""
+        try:
+            with self.workspace.open_file(path, tool="write_file") as opened:
+                if opened.status.st_size > EDIT_FILE_MAX_BYTES:
+                    return None
+                data = opened.handle.read()
+        except (ToolError, OSError):
+            return None
+        if looks_binary(data[:BINARY_SNIFF_BYTES]):
+            return None
+        return data.decode("utf-8", "replace")
+
     # -- edit_file ---------------------------------------------------------------------------------
 
     def edit_file(self, args: dict[str, Any]) -> ToolOutcome:
         """Replace exact text in a file, after approval; the result shows the new lines."""
         path: str = args["path"]
-        target = self.workspace.resolve(path)
-        if not target.exists():
+        target, existing = self.workspace.writable_target(path, tool="edit_file")
+        if existing is None:
             raise ToolError(
                 f"no file {path!r} in the workspace; create it with write_file, or use glob to "
                 "find the file you mean",
                 kind="not_found",
             )
-        require_text_file(self.workspace, path, target, "edit_file")
-        self.approval.require_writable("edit_file")
-        size = target.stat().st_size
-        if size > EDIT_FILE_MAX_BYTES:
-            raise ToolError(
-                f"{path!r} is {human_size(size)}, larger than edit_file handles "
-                f"({human_size(EDIT_FILE_MAX_BYTES)}); change it with a shell command instead",
-                kind="too_large",
-            )
+        with self.workspace.open_file(path, tool="edit_file") as opened:
+            require_text(opened, path, "edit_file")
+            self.approval.require_writable("edit_file")
+            size = opened.status.st_size
+            if size > EDIT_FILE_MAX_BYTES:
+                raise ToolError(
+                    f"{path!r} is {human_size(size)}, larger than edit_file handles "
+                    f"({human_size(EDIT_FILE_MAX_BYTES)}); change it with a shell command instead",
+                    kind="too_large",
+                )
+            text = opened.handle.read().decode("utf-8", "surrogateescape")
         name = self.workspace.display(target)
-        text = target.read_bytes().decode("utf-8", "surrogateescape")
         plan = plan_edit(
             text,
             args["old_string"],
@@ -255,7 +260,8 @@ class FileTools:
             return f"{head}\n{_edit_preview(text, plan)}"
 
         self.approval.require("edit_file", summary)
-        target.write_bytes(plan.new_text.encode("utf-8", "surrogateescape"))
+        new_data = plan.new_text.encode("utf-8", "surrogateescape")
+        self.workspace.replace_file(target, new_data, path=path, tool="edit_file")
         return ToolOutcome(
             _edit_report(name, plan),
             metadata={
@@ -271,28 +277,28 @@ class FileTools:
 
 
 def _read_page(
-    target: Path, start: int, max_lines: int, max_bytes: int | None
+    handle: IO[bytes], start: int, max_lines: int, max_bytes: int | None
 ) -> tuple[list[str], int]:
-    """Lines ``start..`` of ``target`` (at most ``max_lines``, and ``max_bytes`` of numbered
-    text when given, but always one line), and the file's line count. Memory stays bounded."""
+    """Lines ``start..`` of the file open as ``handle`` (at most ``max_lines``, and
+    ``max_bytes`` of numbered text when given, but always one line), and the file's line count.
+    Memory stays bounded."""
     shown: list[str] = []
     size = 0
     number = 0
-    with target.open("rb") as handle:
-        utf16 = handle.read(2) in _UTF16_BOMS
-        handle.seek(0)
-        lines = _utf16_lines(handle) if utf16 else _raw_lines(handle)
-        for raw, cut in lines:
-            number += 1
-            if number < start:
-                continue
-            line = _display_line(raw, cut, first=number == 1)
-            size += len(line.encode("utf-8")) + LINE_NUMBER_WIDTH + 1
-            if shown and max_bytes is not None and size > max_bytes:
-                return shown, number + _count_rest(handle, lines, utf16)
-            shown.append(line)
-            if len(shown) >= max_lines:
-                return shown, number + _count_rest(handle, lines, utf16)
+    utf16 = handle.read(2) in _UTF16_BOMS
+    handle.seek(0)
+    lines = _utf16_lines(handle) if utf16 else _raw_lines(handle)
+    for raw, cut in lines:
+        number += 1
+        if number < start:
+            continue
+        line = _display_line(raw, cut, first=number == 1)
+        size += len(line.encode("utf-8")) + LINE_NUMBER_WIDTH + 1
+        if shown and max_bytes is not None and size > max_bytes:
+            return shown, number + _count_rest(handle, lines, utf16)
+        shown.append(line)
+        if len(shown) >= max_lines:
+            return shown, number + _count_rest(handle, lines, utf16)
     return shown, number
 
 
@@ -341,19 +347,6 @@ def _display_line(raw: bytes, cut: bool, *, first: bool) -> str:
     if cut or len(line) > READ_FILE_LINE_CHARS:
         line = line[:READ_FILE_LINE_CHARS] + f" [… line cut at {READ_FILE_LINE_CHARS} characters]"
     return line
-
-
-def _read_for_preview(target: Path) -> str | None:
-    """The current text of a file about to be overwritten, when it is small text."""
-    try:
-        if not target.is_file() or target.stat().st_size > EDIT_FILE_MAX_BYTES:
-            return None
-        data = target.read_bytes()
-    except OSError:
-        return None
-    if looks_binary(data[:BINARY_SNIFF_BYTES]):
-        return None
-    return data.decode("utf-8", "replace")
 
 
 # -- previews and reports --------------------------------------------------------------------------

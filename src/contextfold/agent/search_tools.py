@@ -9,19 +9,18 @@ Python (the ``regex`` module, with a time limit against runaway patterns): no ri
 from __future__ import annotations
 
 import os
-import stat
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import regex
 
 from contextfold.agent._outcome import ToolError, ToolOutcome
-from contextfold.agent._walk import compile_glob, walk_files
+from contextfold.agent._walk import WalkedFile, compile_glob, walk_files
 from contextfold.agent.text import human_size, plural
 from contextfold.agent.workspace import BINARY_SNIFF_BYTES, Workspace, is_noise_dir, looks_binary
+from contextfold.confined_files import LinkCensus, open_folder_at, open_regular
 from contextfold.tool_spec import ToolSpec
 
 __all__ = [
@@ -160,7 +159,8 @@ class SearchTools:
         target = self._folder(path, "list_dir")
         name = self.workspace.display(target)
         listing = _Listing()
-        listing.walk(target, 1, depth)
+        with self.workspace.open_folder(target, path=path, tool="list_dir") as folder:
+            listing.walk(folder, 1, depth)
         if not listing.lines and not listing.hidden:
             return ToolOutcome(f"[{name} is empty]", metadata={"path": name, "entries": 0})
         notes = []
@@ -192,9 +192,9 @@ class SearchTools:
         matcher = compile_glob(pattern)
         keep = frozenset(p for p in pattern.replace("\\", "/").split("/") if is_noise_dir(p))
         found = sorted(
-            self.workspace.display(full)
-            for full, relative in walk_files(self.workspace, base, keep=keep)
-            if matcher.fullmatch(relative)
+            self.workspace.display(walked.path)
+            for walked in walk_files(self.workspace, base, tool="glob", keep=keep)
+            if matcher.fullmatch(walked.relative)
         )
         where = self.workspace.display(base)
         metadata: dict[str, Any] = {"path": where, "matches": len(found)}
@@ -225,32 +225,55 @@ class SearchTools:
                 r"such as ( [ { . * + ? with a backslash to search for them literally.",
                 kind="invalid_arguments",
             ) from exc
-        target = self.workspace.resolve(args.get("path") or ".")
+        path: str = args.get("path") or "."
+        target = self.workspace.resolve(path)
         if not target.exists():
             raise ToolError(
                 f"no file or folder {args.get('path')!r} in the workspace; use list_dir or glob",
                 kind="not_found",
             )
-        file_glob: str | None = args.get("glob")
+        search = _Search(compiled, args.get("context", 0), time.monotonic() + GREP_SECONDS)
+        if target.is_dir():
+            self._grep_folder(search, target, args.get("glob"))
+        else:  # one file: whatever keeps it from being searched is an error the model reads
+            with self.workspace.open_file(path, tool="grep") as opened:
+                search.file(opened.handle, opened.status, self.workspace.display(target))
+        return search.outcome(pattern, self.workspace.display(target))
+
+    def _grep_folder(self, search: _Search, folder: Path, file_glob: str | None) -> None:
         wanted = compile_glob(file_glob) if file_glob else None
         by_path = "/" in (file_glob or "")
-        search = _Search(compiled, args.get("context", 0), time.monotonic() + GREP_SECONDS)
-        for full, relative in self._grep_files(target):
-            name = self.workspace.display(full)
+        census = self.workspace.link_census()  # walks only if a file with several names shows up
+        for walked in walk_files(self.workspace, folder, tool="grep"):
+            name = self.workspace.display(walked.path)
             if wanted is not None:
                 # A glob with a folder in it may be meant from the search folder or from the
                 # workspace root ('tests/*.py' with path='tests'): either matches.
-                candidates = (relative, name) if by_path else (full.name,)
+                candidates = (walked.relative, name) if by_path else (walked.name,)
                 if not any(wanted.fullmatch(c) for c in candidates):
                     continue
-            if not search.file(full, name):
-                break
-        return search.outcome(pattern, self.workspace.display(target))
+            if not self._grep_one(search, walked, name, census):
+                return
 
-    def _grep_files(self, target: Path) -> Iterator[tuple[Path, str]]:
-        if target.is_file():
-            return iter([(target, target.name)])
-        return walk_files(self.workspace, target)
+    def _grep_one(self, search: _Search, walked: WalkedFile, name: str, census: LinkCensus) -> bool:
+        """Search one walked file; False once the time is up. A file that cannot be opened
+        safely is passed over, a hard link to a file outside with a note."""
+        try:
+            if walked.is_link:
+                with self.workspace.open_file(name, tool="grep", census=census) as opened:
+                    return search.file(opened.handle, opened.status, name)
+            fd, status = open_regular(walked.folder, walked.name)
+            with os.fdopen(fd, "rb") as handle:
+                if status.st_nlink > 1 and census.names_inside(status) < status.st_nlink:
+                    search.linked_out.append(name)
+                    return True
+                return search.file(handle, status, name)
+        except ToolError as exc:
+            if exc.kind == "hard_link":
+                search.linked_out.append(name)
+            return True
+        except OSError:
+            return True  # unreadable, vanished, a pipe, swapped for a link: nothing to report
 
     def _folder(self, path: str, tool: str) -> Path:
         target = self.workspace.resolve(path)
@@ -284,61 +307,83 @@ class _Listing:
         else:
             self.hidden += 1
 
-    def walk(self, folder: Path, level: int, depth: int) -> None:
+    def walk(self, folder: int, level: int, depth: int) -> None:
+        """List the folder open as ``folder`` (a descriptor: no link is followed on the way)."""
         indent = "  " * (level - 1)
         try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            entries = _sorted_entries(folder)
         except OSError as exc:
             self.add(f"{indent}[cannot list: {exc.strerror or exc}]")
             return
         for entry in entries:
             if entry.is_symlink():
-                self.add(f"{indent}{entry.name}@ -> {_link_target(entry.path)}")
-            elif entry.is_dir():
-                self._folder(entry, indent, level, depth)
+                self.add(f"{indent}{entry.name}@ -> {_link_target(folder, entry.name)}")
+            elif entry.is_dir(follow_symlinks=False):
+                self._folder(folder, entry.name, indent, level, depth)
             else:
                 self.add(f"{indent}{entry.name}")
 
-    def _folder(self, entry: os.DirEntry[str], indent: str, level: int, depth: int) -> None:
-        if is_noise_dir(entry.name):
-            self.noise.add(entry.name + "/")
-            self.add(f"{indent}{entry.name}/ (not expanded)")
-        elif level >= depth:
-            self.unexpanded = True
-            self.add(f"{indent}{entry.name}/ ({_entry_count(entry.path)})")
-        elif len(self.lines) >= LIST_DIR_MAX_ENTRIES:
-            self.hidden += 1 + _tree_size(Path(entry.path), depth - level)
-        else:
-            self.add(f"{indent}{entry.name}/")
-            self.walk(Path(entry.path), level + 1, depth)
+    def _folder(self, parent: int, name: str, indent: str, level: int, depth: int) -> None:
+        if is_noise_dir(name):
+            self.noise.add(name + "/")
+            self.add(f"{indent}{name}/ (not expanded)")
+            return
+        try:
+            child = open_folder_at(parent, name)
+        except OSError:
+            self.add(f"{indent}{name}/ (unreadable)")
+            return
+        try:
+            if level >= depth:
+                self.unexpanded = True
+                self.add(f"{indent}{name}/ ({_entry_count(child)})")
+            elif len(self.lines) >= LIST_DIR_MAX_ENTRIES:
+                self.hidden += 1 + _tree_size(child, depth - level)
+            else:
+                self.add(f"{indent}{name}/")
+                self.walk(child, level + 1, depth)
+        finally:
+            os.close(child)
 
 
-def _link_target(path: str) -> str:
+def _sorted_entries(folder: int) -> list[os.DirEntry[str]]:
+    with os.scandir(folder) as listing:
+        return sorted(listing, key=lambda entry: entry.name)
+
+
+def _link_target(folder: int, name: str) -> str:
     try:
-        return str(Path(path).readlink())
+        return os.readlink(name, dir_fd=folder)
     except OSError:
         return "?"
 
 
-def _entry_count(path: str) -> str:
+def _entry_count(folder: int) -> str:
     try:
-        with os.scandir(path) as entries:
+        with os.scandir(folder) as entries:
             return plural(sum(1 for _ in entries), "entry", "entries")
     except OSError:
         return "unreadable"
 
 
-def _tree_size(folder: Path, levels: int) -> int:
+def _tree_size(folder: int, levels: int) -> int:
     """Entries under ``folder`` down to ``levels`` more levels, noise folders not entered."""
     try:
-        entries = list(os.scandir(folder))
+        entries = _sorted_entries(folder)
     except OSError:
         return 0
     total = len(entries)
     if levels > 0:
         for entry in entries:
             if entry.is_dir(follow_symlinks=False) and not is_noise_dir(entry.name):
-                total += _tree_size(Path(entry.path), levels - 1)
+                try:
+                    child = open_folder_at(folder, entry.name)
+                except OSError:
+                    continue
+                try:
+                    total += _tree_size(child, levels - 1)
+                finally:
+                    os.close(child)
     return total
 
 
@@ -357,26 +402,24 @@ class _Search:
     files_searched: int = 0
     binary: int = 0
     large: list[str] = field(default_factory=list)
+    linked_out: list[str] = field(default_factory=list)
+    """Hard links not searched: the file has a name outside the workspace (or not all found)."""
     timed_out: bool = False
 
-    def file(self, path: Path, name: str) -> bool:
-        """Search one file; False once the time is up."""
+    def file(self, handle: BinaryIO, status: os.stat_result, name: str) -> bool:
+        """Search one open file; False once the time is up."""
+        size = status.st_size
+        if size > GREP_MAX_FILE_BYTES:
+            self.large.append(f"{name} ({human_size(size)})")
+            return True
         try:
-            status = path.stat()
-            if not stat.S_ISREG(status.st_mode):
-                return True  # a FIFO or a socket: opening it could block
-            size = status.st_size
-            if size > GREP_MAX_FILE_BYTES:
-                self.large.append(f"{name} ({human_size(size)})")
+            if looks_binary(handle.read(BINARY_SNIFF_BYTES)):
+                self.binary += 1
                 return True
-            with path.open("rb") as handle:
-                if looks_binary(handle.read(BINARY_SNIFF_BYTES)):
-                    self.binary += 1
-                    return True
-                handle.seek(0)
-                text = handle.read().decode("utf-8", "replace")
+            handle.seek(0)
+            text = handle.read().decode("utf-8", "replace")
         except OSError:
-            return True  # unreadable (permissions, vanished): nothing to report from it
+            return True  # unreadable: nothing to report from it
         self.files_searched += 1
         try:
             starts = self._matching_lines(text)
@@ -448,6 +491,12 @@ class _Search:
                 f"[skipped {plural(len(self.large), 'file')} larger than "
                 f"{human_size(GREP_MAX_FILE_BYTES)}: {', '.join(self.large[:5])}; search them "
                 "with shell]"
+            )
+        if self.linked_out:
+            notes.append(
+                f"[not searched: {plural(len(self.linked_out), 'hard link')} to a file with a "
+                f"name outside the workspace: {', '.join(self.linked_out[:5])}; grep does not "
+                "read files that links bring in from outside]"
             )
         if self.timed_out:
             notes.append(

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
-from pathlib import Path
 
 from contextfold.agent._outcome import ToolError
-from contextfold.agent.workspace import BINARY_SNIFF_BYTES, Workspace, looks_binary
+from contextfold.agent.workspace import BINARY_SNIFF_BYTES, OpenedFile, looks_binary
 
 __all__ = [
     "LINE_NUMBER_WIDTH",
@@ -15,7 +13,7 @@ __all__ = [
     "line_count",
     "numbered",
     "plural",
-    "require_text_file",
+    "require_text",
 ]
 
 LINE_NUMBER_WIDTH = 6
@@ -46,40 +44,16 @@ def human_size(size: int) -> str:
     return f"{size / (1024 * 1024):.1f} MiB"
 
 
-def require_text_file(workspace: Workspace, path: str, target: Path, tool: str) -> None:
-    """Raise a :class:`ToolError` for the model unless ``target`` is an existing text file."""
-    if target.is_dir():
-        raise ToolError(
-            f"{path!r} is a directory, not a file; use list_dir to see what it holds",
-            kind="is_directory",
-        )
-    if not target.exists():
-        raise ToolError(_missing(workspace, path, target), kind="not_found")
-    if not target.is_file():  # a FIFO or a device: opening it could block the agent forever
-        raise ToolError(f"{path!r} is not a regular file; {tool} reads files only", kind="special")
-    with target.open("rb") as handle:
-        head = handle.read(BINARY_SNIFF_BYTES)
+def require_text(opened: OpenedFile, path: str, tool: str) -> None:
+    """Raise a :class:`ToolError` for the model when ``opened`` looks binary; the handle is left
+    at the start of the file."""
+    head = opened.handle.read(BINARY_SNIFF_BYTES)
+    opened.handle.seek(0)
     if looks_binary(head):
-        size = human_size(target.stat().st_size)
+        size = human_size(opened.status.st_size)
         raise ToolError(
             f"{path!r} looks like a binary file ({size}, it contains NUL bytes); {tool} works "
             f"on text only. Inspect it with shell instead (e.g. `file {path}` or "
             f"`xxd {path} | head`).",
             kind="binary_file",
         )
-
-
-def _missing(workspace: Workspace, path: str, target: Path) -> str:
-    parent = target.parent
-    if not parent.is_dir():
-        return (
-            f"no file {path!r}: the folder {workspace.display(parent)!r} does not exist either; "
-            "use glob (e.g. pattern '**/name*') or list_dir to find the file"
-        )
-    names = [entry.name for entry in parent.iterdir()]
-    close = difflib.get_close_matches(target.name, names, n=3, cutoff=0.6)
-    hint = ""
-    if close:
-        shown = ", ".join(repr(workspace.display(parent / name)) for name in close)
-        hint = f" Similar names: {shown}."
-    return f"no file {path!r} in the workspace.{hint} Use glob or list_dir to find files."
