@@ -317,22 +317,98 @@ def test_an_unreadable_file_is_skipped_with_a_note(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     blocked = project / "src" / "AGENTS.md"
-    real_open = Path.open
+    folder = blocked.parent.stat()
+    real_open = os.open
 
-    def guarded_open(self: Path, *args: object, **kwargs: object) -> object:
-        if self == blocked:
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_open(self, *args, **kwargs)  # type: ignore[call-overload]
+    def guarded_open(path: str, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+        # Files are opened by name relative to their folder's descriptor.
+        if (
+            path == blocked.name
+            and dir_fd is not None
+            and os.path.samestat(os.fstat(dir_fd), folder)
+        ):
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, flags, mode, dir_fd=dir_fd)
 
     # chmod cannot lock out root, so deny the read the way the OS would.
-    monkeypatch.setattr(Path, "open", guarded_open)
+    monkeypatch.setattr(os, "open", guarded_open)
     loaded = InstructionsLoader(project / "src" / "pkg").load()
     assert "root rules" in loaded.text and "pkg rules" in loaded.text
     assert "src rules" not in loaded.text
     assert any(str(blocked) in note and "Permission denied" in note for note in loaded.notes)
+    assert loaded.refused == ()  # unreadable is a note, not a warning
 
 
 def test_invalid_utf8_is_replaced_and_a_bom_dropped(project: Path) -> None:
     (project / "AGENTS.md").write_bytes(b"\xef\xbb\xbfUse \xff tabs")
     loaded = InstructionsLoader(project).load()
     assert loaded.text.endswith("]\nUse \ufffd tabs")
+
+
+# -- the fence: files that lead outside ------------------------------------------------------------
+
+
+@pytest.fixture
+def credentials(tmp_path: Path) -> Path:
+    return write(tmp_path / "home" / ".aws" / "credentials", "aws_secret_access_key = TOPSECRET")
+
+
+def test_an_agents_md_linked_outside_the_project_is_not_read(
+    project: Path, credentials: Path
+) -> None:
+    (project / "src" / "AGENTS.md").unlink()
+    (project / "src" / "AGENTS.md").symlink_to(credentials)
+    loaded = InstructionsLoader(project / "src").load()
+    assert "TOPSECRET" not in loaded.text
+    assert "root rules" in loaded.text
+    [refusal] = loaded.refused
+    assert refusal.startswith(f"{project / 'src' / 'AGENTS.md'}: not read, it leads to")
+    assert str(credentials) in refusal
+    assert f"outside the project ({project})" in refusal
+    assert refusal in loaded.notes
+    assert [s.path for s in loaded.sources] == [project / "AGENTS.md"]
+
+
+def test_a_link_outside_gives_way_to_the_next_name(project: Path, credentials: Path) -> None:
+    (project / "AGENTS.override.md").symlink_to(credentials)
+    loaded = InstructionsLoader(project).load()
+    assert "TOPSECRET" not in loaded.text
+    assert "root rules" in loaded.text
+    assert len(loaded.refused) == 1
+
+
+def test_links_inside_the_project_are_still_followed(project: Path) -> None:
+    (project / "src" / "AGENTS.md").unlink()
+    (project / "src" / "CLAUDE.md").symlink_to(project / "docs" / "AGENTS.md")
+    loaded = InstructionsLoader(project / "src").load()
+    assert "docs rules" in loaded.text
+    assert loaded.refused == ()
+
+
+def test_outside_any_project_the_working_directory_is_the_fence(
+    tmp_path: Path, credentials: Path
+) -> None:
+    here = tmp_path / "scratch"
+    here.mkdir()
+    (here / "AGENTS.md").symlink_to(credentials)
+    loaded = InstructionsLoader(here, include_global=False).load()
+    assert loaded.text == ""
+    assert "outside the working directory" in loaded.refused[0]
+
+
+def test_the_global_file_must_stay_in_the_config_folder(project: Path, credentials: Path) -> None:
+    global_agents().parent.mkdir(parents=True, exist_ok=True)
+    global_agents().symlink_to(credentials)
+    loaded = InstructionsLoader(project).load()
+    assert "TOPSECRET" not in loaded.text
+    assert "outside the config folder" in loaded.refused[0]
+
+
+def test_a_hard_link_to_a_file_outside_is_not_read(project: Path, credentials: Path) -> None:
+    (project / "AGENTS.md").unlink()
+    os.link(credentials, project / "AGENTS.md")
+    loaded = InstructionsLoader(project).load()
+    assert "TOPSECRET" not in loaded.text
+    assert "hard link" in loaded.refused[0]
+    os.link(project / "src" / "AGENTS.md", project / "src" / "CLAUDE.md")  # both inside
+    assert "src rules" in InstructionsLoader(project / "src").load().text

@@ -186,3 +186,66 @@ def _stored_sessions(project: Path) -> int:
 
     with open_store(project.parent / "sessions.db") as store:
         return len(store.list_sessions())
+
+
+# A GitHub token's shape (a rule of its own) and a .env line, built so no secret sits in the source.
+GITHUB_TOKEN = "ghp_" + "Zx9" * 12
+ENV_LINE = "DB_PASSWORD=" + "q7Rt2" * 4
+
+
+def test_json_output_is_redacted_like_the_store(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (project / ".env").write_text(f"GITHUB_TOKEN={GITHUB_TOKEN}\n{ENV_LINE}\n")
+    script(
+        monkeypatch,
+        call("read_file", path=".env"),
+        call("write_file", path="copy.env", content=f"token {GITHUB_TOKEN}\n"),
+        f"The token is {GITHUB_TOKEN}.",
+    )
+
+    result = invoke("--json", "--approval", "auto", "What is in .env?")
+
+    assert result.exit_code == 0, result.output
+    assert GITHUB_TOKEN not in result.stdout
+    assert "q7Rt2q7Rt2" not in result.stdout
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    read = next(r for r in records if r["type"] == "tool_result")
+    assert "[REDACTED:" in read["content"] and "GITHUB_TOKEN=" in read["content"]
+    written = next(r for r in records if r["type"] == "tool_call" and r["name"] == "write_file")
+    assert written["arguments"]["path"] == "copy.env"  # the structure survives redaction
+    assert "[REDACTED:" in written["arguments"]["content"]
+    assert "[REDACTED:" in records[-1]["text"]
+    # Only what is printed is redacted: the file the agent wrote holds what it was asked to.
+    assert GITHUB_TOKEN in (project / "copy.env").read_text()
+
+
+def test_json_output_is_left_alone_when_redaction_is_off(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONTEXTFOLD_REDACT", "false")
+    (project / ".env").write_text(f"GITHUB_TOKEN={GITHUB_TOKEN}\n")
+    script(monkeypatch, call("read_file", path=".env"), "Done.")
+    result = invoke("--json", "What is in .env?")
+    assert result.exit_code == 0, result.output
+    assert GITHUB_TOKEN in result.stdout
+
+
+def test_an_agents_md_linked_outside_is_not_read_and_the_user_is_warned(
+    project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    secret = tmp_path / "credentials"
+    secret.write_text(f"aws = {GITHUB_TOKEN}\n")
+    (project / ".git").mkdir()
+    (project / "AGENTS.md").symlink_to(secret)
+    model = script(monkeypatch, "Nothing to do.")
+
+    result = invoke("--json", "Hi")
+
+    assert result.exit_code == 0, result.output
+    assert f"warning: instructions: {project / 'AGENTS.md'}: not read" in " ".join(
+        result.stderr.split()
+    )
+    assert "outside the project" in result.stderr
+    assert model.requests
+    assert all(GITHUB_TOKEN not in repr(request) for request in model.requests)

@@ -316,6 +316,10 @@ def build_agent(
             include_global=include_global_instructions,
             max_bytes=settings.get("instructions.max_bytes", DEFAULT_MAX_BYTES),
         )
+        # Loaded now (the engine reloads only what changes) so that a file refused for leading
+        # outside the project (an AGENTS.md linked to ~/.aws/credentials) is told up front.
+        for refusal in instructions.load().refused:
+            print_error(f"instructions: {refusal}", warning=True)
     store = _open_store(settings, quiet_sqlite_warning=quiet_sqlite_warning)
     engine = ContextEngine(
         info,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,6 +38,7 @@ from contextfold.engine import Session
 from contextfold.events import Event
 from contextfold.messages import ToolCallPart, ToolResultPart
 from contextfold.providers import ChatResponse
+from contextfold.redaction import might_hold_secret, redact_json
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_STEP_LIMIT", "run"]
 
@@ -59,7 +61,7 @@ def run(
             "--json",
             metavar="",
             help="Print one JSON object per line: the agent's text, tool calls and results, "
-            "every engine event, and a final record.",
+            "every engine event, and a final record. Secrets are redacted, as in the store.",
         ),
     ] = False,
     model: ModelOption = None,
@@ -173,14 +175,29 @@ def _finish_plain(result: AgentResult, printer: TranscriptPrinter) -> None:
         )
 
 
-def _emit(record: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
+def _json_line(record: dict[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def _emitter(redact: bool) -> Callable[[dict[str, Any]], None]:
+    """Prints a record as one JSON line, redacted like everything contextfold keeps: the output
+    usually goes to a file (`> events.jsonl`), and tool results carry what `env` or `cat .env`
+    printed. ``redact=False`` (the `redact` setting off) prints records as they are."""
+
+    def emit(record: dict[str, Any]) -> None:
+        line = _json_line(record)
+        if redact and might_hold_secret(line):
+            line = _json_line(redact_json(record))
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    return emit
 
 
 def _run_json(agent: Agent, session: Session, task: str, max_steps: int) -> AgentResult:
     """Run with every step printed as a JSON line (see :func:`run`)."""
-    _emit(
+    emit = _emitter(agent.settings.get("redact") is not False)
+    emit(
         {
             "type": "session",
             "session_id": session.id,
@@ -192,11 +209,11 @@ def _run_json(agent: Agent, session: Session, task: str, max_steps: int) -> Agen
 
     def on_response(response: ChatResponse) -> None:
         if response.text:
-            _emit({"type": "text", "text": response.text})
+            emit({"type": "text", "text": response.text})
 
     def on_tool_call(call: ToolCallPart) -> None:
         arguments: Any = call.args() if call.arguments_valid else call.arguments
-        _emit(
+        emit(
             {
                 "type": "tool_call",
                 "call_id": call.call_id,
@@ -206,7 +223,7 @@ def _run_json(agent: Agent, session: Session, task: str, max_steps: int) -> Agen
         )
 
     def on_tool_result(call: ToolCallPart, result: ToolResultPart) -> None:
-        _emit(
+        emit(
             {
                 "type": "tool_result",
                 "call_id": call.call_id,
@@ -218,7 +235,7 @@ def _run_json(agent: Agent, session: Session, task: str, max_steps: int) -> Agen
         )
 
     def on_event(event: Event) -> None:
-        _emit(event.to_dict())
+        emit(event.to_dict())
 
     hooks = AgentHooks(
         on_response=on_response,
@@ -236,7 +253,7 @@ def _run_json(agent: Agent, session: Session, task: str, max_steps: int) -> Agen
         hooks=hooks,
     )
     usage = session.usage()
-    _emit(
+    emit(
         {
             "type": "final",
             "text": result.text,

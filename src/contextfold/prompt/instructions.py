@@ -10,6 +10,14 @@ Files are read in this order, from the most general to the most specific:
 
 Outside any project only the global file and the working directory's own file are read.
 
+A file is read only when it resolves inside the project (for the working directory's own file
+outside any project: inside that directory), or inside the user config folder for the global
+file, and it is opened there through descriptors, never following a link that appears meanwhile
+(:mod:`contextfold.confined_files`). A cloned repository can carry an ``AGENTS.md`` that is a
+symlink to ``~/.aws/credentials``: that file is not read, and
+:attr:`LoadedInstructions.refused` says so, for the CLI to warn the user. A file with several
+hard links is read only when all its names are inside too.
+
 In each folder at most one file is used: the first readable regular file in the preference list,
 by default :data:`DEFAULT_FILE_NAMES` = ``AGENTS.override.md``, ``AGENTS.md``, ``CLAUDE.md``. So
 an override replaces the regular file of its folder (for a local change you do not commit), and a
@@ -29,11 +37,12 @@ import errno
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeAlias
 
 from contextfold import paths as _paths
+from contextfold.confined_files import ConfinedRoot, LinkCensus, LinkInPathError
 from contextfold.errors import ConfigError
 
 __all__ = [
@@ -93,6 +102,9 @@ class LoadedInstructions:
     """Why files were skipped (unreadable, symlink loop, not a regular file, duplicate)."""
     project_root: Path | None
     max_bytes: int
+    refused: tuple[str, ...] = ()
+    """Files not read because they lead outside the project (or outside the config folder, for
+    the global file), each with where it leads: a user should see these (the CLI warns)."""
 
     @property
     def size(self) -> int:
@@ -192,8 +204,8 @@ class InstructionsLoader:
         # Fingerprint first: a file edited while we read shows up as a change at the next check.
         fingerprint = self._take_fingerprint(folders)
         root = next((f for f, scope in folders if scope == "project"), None)
-        pieces, notes = self._read_pieces(folders)
-        loaded = _merge(pieces, notes, root, self.max_bytes)
+        pieces, skips = self._read_pieces(folders)
+        loaded = _merge(pieces, skips, root, self.max_bytes)
         self._current, self._fingerprint = loaded, fingerprint
         return loaded
 
@@ -224,23 +236,23 @@ class InstructionsLoader:
                     entries.append((str(path), None))
         return tuple(entries)
 
-    def _read_pieces(
-        self, folders: list[tuple[Path, SourceScope]]
-    ) -> tuple[list[_Piece], list[str]]:
+    def _read_pieces(self, folders: list[tuple[Path, SourceScope]]) -> tuple[list[_Piece], _Skips]:
         pieces: list[_Piece] = []
-        notes: list[str] = []
+        skips = _Skips()
         seen: dict[Path, Path] = {}
+        fences = _Fences(folders)
         for folder, scope in folders:
+            fence = fences.of(scope)
             for name in self.file_names:
                 path = folder / name
-                read = _read_file(path, self.max_bytes, notes)
+                read = _read_file(path, fence, self.max_bytes, skips)
                 if read is None:
                     continue
                 size, text = read
                 real = _resolve(path)
                 if real in seen:
                     # A symlink to a file already read: its text is in the prompt once.
-                    notes.append(f"{path}: skipped, same file as {seen[real]}")
+                    skips.note(f"{path}: skipped, same file as {seen[real]}")
                     break
                 seen[real] = path
                 body = text.rstrip()
@@ -250,35 +262,110 @@ class InstructionsLoader:
                 else:
                     pieces.append(_Piece(path, scope, size, "", ""))
                 break
-        return pieces, notes
+        return pieces, skips
 
 
-def _read_file(path: Path, limit: int, notes: list[str]) -> tuple[int, str] | None:
-    """``(size on disk, text)`` of a readable regular file, else ``None`` (with a note if odd)."""
+@dataclass
+class _Fence:
+    """The folder an instruction file must resolve inside, opened through descriptors."""
+
+    folder: Path
+    """Resolved."""
+    label: str
+    root: ConfinedRoot
+    census: LinkCensus | None = None
+
+    @classmethod
+    def around(cls, folder: Path, label: str) -> _Fence:
+        resolved = _resolve(folder)
+        return cls(resolved, label, ConfinedRoot(resolved))
+
+    def names_inside(self, status: os.stat_result) -> bool:
+        """Whether every hard link of the file whose status is ``status`` is inside."""
+        if self.census is None:
+            self.census = LinkCensus(self.root)
+        return self.census.names_inside(status) >= status.st_nlink
+
+
+class _Fences:
+    """The fence of each scope: the config folder for the global file, the project root (or,
+    outside any project, the working directory) for the others."""
+
+    def __init__(self, folders: list[tuple[Path, SourceScope]]) -> None:
+        self._global: _Fence | None = None
+        self._local: _Fence | None = None
+        for folder, scope in folders:
+            if scope == "global":
+                self._global = _Fence.around(folder, "the config folder")
+            elif self._local is None:  # the first local folder is the root (or the cwd)
+                label = "the project" if scope == "project" else "the working directory"
+                self._local = _Fence.around(folder, label)
+
+    def of(self, scope: SourceScope) -> _Fence:
+        fence = self._global if scope == "global" else self._local
+        assert fence is not None, "every scope read has a folder, so a fence"
+        return fence
+
+
+@dataclass
+class _Skips:
+    """Why files were not read: every reason (``notes``), and the refusals a user should see."""
+
+    notes: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def refuse(self, text: str) -> None:
+        self.notes.append(text)
+        self.refused.append(text)
+
+
+def _read_file(path: Path, fence: _Fence, limit: int, skips: _Skips) -> tuple[int, str] | None:
+    """``(size on disk, text)`` of a readable regular file inside ``fence``, else ``None`` (with
+    a note if odd, and a refusal when the file leads outside the fence)."""
     try:
         st = path.stat()
     except FileNotFoundError:
         if path.is_symlink():
-            notes.append(f"{path}: skipped, broken symlink")
+            skips.note(f"{path}: skipped, broken symlink")
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            notes.append(f"{path}: skipped, symlink loop")
+            skips.note(f"{path}: skipped, symlink loop")
         elif exc.errno not in (errno.ENOENT, errno.ENOTDIR):
-            notes.append(f"{path}: skipped, {exc.strerror or exc}")
+            skips.note(f"{path}: skipped, {exc.strerror or exc}")
         return None
     if not stat.S_ISREG(st.st_mode):
         # Opening a FIFO would block forever; a folder cannot be read as text.
-        notes.append(f"{path}: skipped, not a regular file")
+        skips.note(f"{path}: skipped, not a regular file")
+        return None
+    real = _resolve(path)
+    if not real.is_relative_to(fence.folder):
+        skips.refuse(
+            f"{path}: not read, it leads to {real}, outside {fence.label} ({fence.folder}); "
+            "instructions are read only from inside it. Replace the link with a copy of the "
+            "file if you trust it."
+        )
         return None
     try:
-        with path.open("rb") as handle:
+        with fence.root.open_file(fence.root.parts(real)) as (handle, status):
+            if status.st_nlink > 1 and not fence.names_inside(status):
+                skips.refuse(
+                    f"{path}: not read, it is a hard link to a file with a name outside "
+                    f"{fence.label} ({fence.folder}). Replace it with a copy if you trust it."
+                )
+                return None
             # Bytes past the cap can never reach the prompt, so a huge file is not read whole.
             data = handle.read(limit)
-    except OSError as exc:
-        notes.append(f"{path}: skipped, {exc.strerror or exc}")
+    except LinkInPathError:
+        skips.note(f"{path}: skipped, it changed while being read (a symlink appeared in it)")
         return None
-    return st.st_size, data.decode("utf-8-sig", errors="replace")
+    except OSError as exc:
+        skips.note(f"{path}: skipped, {exc.strerror or exc}")
+        return None
+    return status.st_size, data.decode("utf-8-sig", errors="replace")
 
 
 # -- merging ---------------------------------------------------------------------------------------
@@ -296,8 +383,9 @@ def _cut_utf8(text: str, limit: int) -> str:
 
 
 def _merge(
-    pieces: list[_Piece], notes: list[str], root: Path | None, max_bytes: int
+    pieces: list[_Piece], skips: _Skips, root: Path | None, max_bytes: int
 ) -> LoadedInstructions:
+    notes, refused = tuple(skips.notes), tuple(skips.refused)
     shown = [p for p in pieces if p.body]
     full = [f"{p.header}\n{p.body}" for p in shown]
     text = _PIECE_SEPARATOR.join(full)
@@ -305,7 +393,7 @@ def _merge(
         sources = tuple(
             InstructionSource(p.path, p.scope, p.size, _utf8_len(p.body), False) for p in pieces
         )
-        return LoadedInstructions(text, sources, False, tuple(notes), root, max_bytes)
+        return LoadedInstructions(text, sources, False, notes, root, max_bytes, refused)
 
     # The marker's length depends on what it reports, which depends on the room it leaves:
     # grow the reserve until the marker fits in it (a few rounds: only digits change).
@@ -332,7 +420,7 @@ def _merge(
         )
         for p in pieces
     )
-    return LoadedInstructions(merged, sources, True, tuple(notes), root, max_bytes)
+    return LoadedInstructions(merged, sources, True, notes, root, max_bytes, refused)
 
 
 def _fill(shown: list[_Piece], full: list[str], budget: int) -> tuple[list[str], dict[Path, int]]:
