@@ -25,6 +25,7 @@ from contextfold.proxy._engines import Engines, ProxyStore
 from contextfold.proxy._in_flight import InFlight
 from contextfold.proxy._wire import ClientError, ClientRequest, ProtocolName, RoundReply, add_usage
 from contextfold.proxy.config import ProxyConfig
+from contextfold.redaction.redactor import redact_text
 from contextfold.wire.sse import SSEDecoder, sse_events
 
 __all__ = ["Exchange", "ProxyState", "UpstreamRefused", "WireSide"]
@@ -423,6 +424,22 @@ def _provider(protocol: ProtocolName, upstream: str) -> Provider:
 access_logger = logging.getLogger("contextfold.proxy.access")
 
 
+LOGGED_TEXT_CHARS = 200
+"""The longest text one access-log field keeps (the model name and an error's message come
+from the client, and could be anything)."""
+
+
 def write_access_log(log: Mapping[str, Any], tally: Mapping[str, int]) -> None:
-    """One JSON line per request (never a key or a message's content)."""
-    access_logger.info(json.dumps({**log, **tally}, default=str, separators=(",", ":")))
+    """One JSON line per request (never a key or a message's content). Every text is redacted
+    and cut to :data:`LOGGED_TEXT_CHARS`: the client chose some of it."""
+    fields = {key: _loggable(value) for key, value in {**log, **tally}.items()}
+    access_logger.info(json.dumps(fields, default=str, separators=(",", ":")))
+
+
+def _loggable(value: Any) -> Any:
+    if isinstance(value, str):
+        text = redact_text(value)
+        return text if len(text) <= LOGGED_TEXT_CHARS else text[:LOGGED_TEXT_CHARS] + "…"
+    if isinstance(value, list | tuple):
+        return [_loggable(item) for item in value]
+    return value

@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from contextfold.errors import ContextfoldError
+from contextfold.private_files import open_private
 from contextfold.proxy import anthropic_side, openai_side
 from contextfold.proxy._engines import Engines, ProxyStore
 from contextfold.proxy._exchange import (
@@ -28,7 +29,7 @@ from contextfold.proxy._exchange import (
     WireSide,
     write_access_log,
 )
-from contextfold.proxy._identity import tenant_of
+from contextfold.proxy._identity import ANONYMOUS, tenant_of
 from contextfold.proxy._wire import ClientError, ProtocolName
 from contextfold.proxy.config import ProxyConfig
 from contextfold.proxy.sessions import proxied_sessions
@@ -235,6 +236,14 @@ def create_app(config: ProxyConfig) -> Starlette:
 
     async def sessions(request: Request, state: ProxyState) -> Response:
         tenant = tenant_of(_credential(request), state.salt)
+        if tenant == ANONYMOUS:
+            # Every keyless client shares one tenant: listing it would show each the others'.
+            raise ClientError(
+                "listing sessions needs a credential (x-api-key or Authorization): "
+                "keyless clients share one tenant, and see none of its sessions",
+                status=401,
+                kind="authentication",
+            )
         limit = request.query_params.get("limit", "50")
         rows = await anyio.to_thread.run_sync(
             lambda: proxied_sessions(
@@ -280,10 +289,9 @@ def app_from_environment() -> Starlette:
 def log_to(access_log: str | None) -> None:
     """Send the access log (one JSON line per request) to ``access_log``, or standard error,
     and the proxy's notices to standard error: what ``contextfold proxy`` shows."""
-    handler: logging.Handler = (
-        logging.FileHandler(access_log, encoding="utf-8")
-        if access_log
-        else logging.StreamHandler(sys.stderr)
+    # The log is the proxy's own file, created 0600 like every file contextfold writes.
+    handler: logging.Handler = logging.StreamHandler(
+        open_private(access_log, append=True, errors="replace") if access_log else sys.stderr
     )
     handler.setFormatter(logging.Formatter("%(message)s"))
     access = logging.getLogger("contextfold.proxy.access")

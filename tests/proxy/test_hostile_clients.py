@@ -1,0 +1,136 @@
+"""Hostile clients of a running proxy: identical requests racing, keyless clients, secrets in
+the fields a client controls. Each test starts the proxy on loopback with a scripted upstream."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import stat
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from contextfold.proxy import ProxyConfig, create_app
+from contextfold.proxy.app import log_to
+from contextfold.store import open_store
+from tests.proxy.servers import serve
+from tests.proxy.upstreams import Reply, ScriptedUpstream
+
+pytestmark = pytest.mark.filterwarnings("ignore::contextfold.store.SQLiteVersionWarning")
+
+RACERS = 20
+SECRET = "sk-ant-api03-" + "Q" * 93
+
+
+@pytest.fixture
+def proxy(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    numbers = itertools.count(1)
+    upstream = ScriptedUpstream(lambda protocol, body: Reply(text=f"reply {next(numbers)}"))
+    store = tmp_path / "proxy.db"
+    with serve(upstream) as upstream_url:
+        config = ProxyConfig(upstream=upstream_url, window=16_000, store=store, tenant_salt=b"s")
+        with serve(create_app(config)) as url:
+            yield url, store
+
+
+def _body(messages: list[dict[str, Any]], *, stream: bool = False) -> dict[str, Any]:
+    return {"model": "claude-x", "max_tokens": 50, "stream": stream, "messages": messages}
+
+
+def _streamed_text(response: httpx.Response) -> str:
+    texts = []
+    for line in response.text.splitlines():
+        if line.startswith("data: "):
+            event = json.loads(line[6:])
+            if event.get("type") == "content_block_delta":
+                texts.append(event["delta"].get("text", ""))
+    return "".join(texts)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_the_session_header_names_the_session_holding_the_reply(
+    proxy: tuple[str, Path], stream: bool
+) -> None:
+    url, store_path = proxy
+    headers = {"x-api-key": "racer"}
+    history: list[dict[str, Any]] = [{"role": "user", "content": "start"}]
+    first = httpx.post(url + "/v1/messages", json=_body(history), headers=headers)
+    history += [
+        {"role": "assistant", "content": first.json()["content"]},
+        {"role": "user", "content": "the same question, twenty times at once"},
+    ]
+
+    def ask(_: int) -> httpx.Response:
+        return httpx.post(
+            url + "/v1/messages", json=_body(history, stream=stream), headers=headers, timeout=60
+        )
+
+    with ThreadPoolExecutor(max_workers=RACERS) as pool:
+        responses = list(pool.map(ask, range(RACERS)))
+    assert [r.status_code for r in responses] == [200] * RACERS
+    with open_store(store_path) as store:
+        for response in responses:
+            text = _streamed_text(response) if stream else response.json()["content"][0]["text"]
+            session = response.headers["x-contextfold-session"]
+            stored = [m for _, m in store.iter_messages(session)]
+            assert stored[-1].role == "assistant" and stored[-1].text == text, session
+            assert [m.role for m in stored] == ["user", "assistant", "user", "assistant"]
+        assert store.check_integrity() == []
+    assert len({r.headers["x-contextfold-session"] for r in responses}) == RACERS
+
+
+def test_keyless_clients_continue_their_own_conversation_but_see_no_other(
+    proxy: tuple[str, Path],
+) -> None:
+    url, _ = proxy
+    history: list[dict[str, Any]] = [{"role": "user", "content": "keyless one"}]
+    first = httpx.post(url + "/v1/messages", json=_body(history))
+    session = first.headers["x-contextfold-session"]
+    history += [
+        {"role": "assistant", "content": first.json()["content"]},
+        {"role": "user", "content": "go on"},
+    ]
+    second = httpx.post(url + "/v1/messages", json=_body(history))
+    assert second.headers["x-contextfold-session"] == session  # its own conversation goes on
+    listed = httpx.get(url + "/contextfold/sessions")
+    assert listed.status_code == 401 and session not in listed.text
+    named = httpx.post(
+        url + "/v1/messages",
+        json=_body([{"role": "user", "content": "another keyless client"}]),
+        headers={"x-contextfold-session": session},
+    )
+    assert named.status_code == 404
+
+
+def test_the_access_log_is_private_and_redacts_what_the_client_sent(tmp_path: Path) -> None:
+    log = tmp_path / "access.log"
+    upstream = ScriptedUpstream(lambda protocol, body: Reply(text="ok"))
+    store = tmp_path / "proxy.db"
+    access = logging.getLogger("contextfold.proxy.access")
+    before = list(access.handlers)
+    log_to(str(log))
+    try:
+        with serve(upstream) as upstream_url:
+            config = ProxyConfig(
+                upstream=upstream_url, window=16_000, store=store, tenant_salt=b"s"
+            )
+            with serve(create_app(config)) as url:
+                messages = [{"role": "user", "content": "hi"}]
+                httpx.post(url + "/v1/messages", json={**_body(messages), "model": SECRET})
+                bad_block = [{"role": "user", "content": [{"type": SECRET + "x" * 5000}]}]
+                httpx.post(url + "/v1/messages", json=_body(bad_block))
+    finally:
+        for handler in set(access.handlers) - set(before):
+            access.removeHandler(handler)
+            handler.close()
+    text = log.read_text()
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    assert "sk-ant-api03" not in text
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert len(lines) >= 2
+    assert all(len(v) <= 201 for line in lines for v in line.values() if isinstance(v, str))
