@@ -748,4 +748,58 @@ def test_deferral_state_round_trips_through_json_and_ignores_what_it_cannot_read
 
     damaged = ToolDeferral()
     damaged.restore({"uses": "many", "last_used": {"grep": "soon", "ls": 3}, "activated": "x"})
-    assert damaged.state() == {"uses": 3, "last_used": {"ls": 3}, "activated": []}
+    assert damaged.state() == {"uses": 3, "last_used": {"ls": 3}, "activated": [], "held": None}
+
+
+def _client_tools() -> list[ToolSpec]:
+    """A coding agent's own tools, as the proxy passes them on (source ``client``)."""
+    long = "Run it. " * 200
+    return [
+        _tool("Agent", long, ["prompt", "subagent_type"], "client"),
+        _tool("Bash", "Run a shell command.", ["command", "timeout"], "client"),
+        _tool("Edit", "Replace a string in a file.", ["file_path", "old", "new"], "client"),
+        _tool("Read", "Read a file.", ["file_path", "offset", "limit"], "client"),
+        _tool("WebFetch", long, ["url", "prompt"], "client"),
+    ]
+
+
+def test_client_tools_past_their_share_are_deferred_largest_first_and_the_choice_is_held() -> None:
+    tools = _client_tools()
+    small = [t for t in tools if t.name in ("Bash", "Edit", "Read")]
+    window = window_for([*small, TOOL_SEARCH_TOOL]) + 20
+    deferral = ToolDeferral()
+    first = deferral.select(tools, counter=COUNTER, effective_window=window)
+    assert first.deferred_names == ("Agent", "WebFetch")
+    assert [t.name for t in first.active] == ["Bash", "Edit", "Read", "tool_search"]
+
+    # A larger window (or anything else) does not change the list: it opens the cached prefix.
+    again = deferral.select(tools, counter=COUNTER, effective_window=window * 10)
+    assert again.active == first.active
+    # Restored from its saved state, the session keeps the same list.
+    restored = ToolDeferral()
+    restored.restore(json.loads(json.dumps(deferral.state())))
+    assert restored.select(tools, counter=COUNTER, effective_window=window) == first
+
+    # Only a refresh (after a compaction) chooses again.
+    deferral.refresh()
+    fresh = deferral.select(tools, counter=COUNTER, effective_window=window * 10)
+    assert fresh.deferred == ()
+
+
+def test_a_deferred_client_tool_the_model_called_stays_from_then_on() -> None:
+    tools = _client_tools()
+    small = [t for t in tools if t.name in ("Bash", "Edit", "Read")]
+    window = window_for([*small, TOOL_SEARCH_TOOL]) + 20
+    deferral = ToolDeferral()
+    deferral.select(tools, counter=COUNTER, effective_window=window)
+    deferral.mark_used("WebFetch")
+    deferral.end_turn()
+    for _ in range(3):
+        selection = deferral.select(tools, counter=COUNTER, effective_window=window)
+        assert "WebFetch" in [t.name for t in selection.active]
+        assert selection.deferred_names == ("Agent",)
+    deferral.refresh()  # even a fresh choice keeps a tool the conversation used
+    assert (
+        "WebFetch"
+        not in deferral.select(tools, counter=COUNTER, effective_window=window).deferred_names
+    )

@@ -14,9 +14,10 @@ from typing import Any, Literal, TypeAlias
 
 __all__ = ["ToolSource", "ToolSpec"]
 
-ToolSource: TypeAlias = Literal["builtin", "engine", "mcp", "skill"]
-"""Where a tool comes from. ``builtin`` and ``engine`` tools are never deferred; ``mcp`` tools are
-deferred first, then ``skill`` tools."""
+ToolSource: TypeAlias = Literal["builtin", "engine", "mcp", "skill", "client"]
+"""Where a tool comes from. ``builtin`` and ``engine`` tools are never deferred; ``client`` tools
+(a host's client sent them: the proxy's) are deferred first, then ``mcp`` tools, then ``skill``
+tools. A ``client`` tool the model called stays from then on."""
 
 
 @dataclass(frozen=True, slots=True)

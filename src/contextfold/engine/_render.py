@@ -177,10 +177,11 @@ def render(
     )
     note = "\n".join(t for t in (rendered.tail_text, *notes) if t)
     messages = list(view)
+    at = _note_position(view)
     extra = 0
     if note:
         note_msg = note_message(note)
-        messages.append(note_msg)
+        messages.insert(at, note_msg)
         # The dynamic sections were measured as part of the fixed text; only the notes are new.
         extra = round(counter.count_text("\n".join(notes)) * measurement.calibration)
     budget = measurement.budget.with_usage(conversation=measurement.budget.conversation + extra)
@@ -194,12 +195,24 @@ def render(
         tokens=budget.used,
         cache_tools=rendered.cache_plan.cache_tools,
         message_breakpoints=tuple(
-            i for i in rendered.cache_plan.message_breakpoints if 0 <= i < len(view)
+            i + 1 if note and i >= at else i
+            for i in rendered.cache_plan.message_breakpoints
+            if 0 <= i < len(view)
         ),
         prompt_cache_key=rendered.prompt_cache_key,
         note=note,
     )
     return request, failure
+
+
+def _note_position(view: Sequence[Message]) -> int:
+    """Where the note goes: last, but before the system messages that end the view (a host's
+    reminders sent inside its messages), so that it joins the user's turn instead of making a
+    user, system, user sequence the host never sent."""
+    at = len(view)
+    while at > 0 and view[at - 1].role == "system":
+        at -= 1
+    return at if at > 0 else len(view)
 
 
 def _cache_plan(

@@ -27,7 +27,7 @@ from contextfold.engine._compact import act
 from contextfold.engine._core import SessionCore
 from contextfold.engine._measure import Measurement, awareness_note
 from contextfold.engine._recovery import ENGINE_PROVIDER
-from contextfold.engine._render import SystemPrompt, build_prompt, render, with_kept
+from contextfold.engine._render import NOTE_ID, SystemPrompt, build_prompt, render, with_kept
 from contextfold.engine._schedule import request_sent
 from contextfold.engine._tools import with_engine_tools
 from contextfold.engine.request import PreparedRequest
@@ -76,6 +76,11 @@ def prepare(
         zone = m.zone
         ledger = core.state.ledger
         compaction, m = _apply_step(core, m, prompt, chosen)
+        if compaction is not None and compaction.changed and chosen.deferred:
+            # The compaction broke the provider's cache: the one place the deferred tools are
+            # chosen again (the tools the conversation used since stay; the rest may go).
+            core.state.deferral.refresh()
+            chosen = _tools_step(core, tools, engine_tools)
         if core.state.ledger is not ledger or (compaction is not None and compaction.changed):
             # The compaction refreshed the ledger (and may have written the summary it rides
             # with): this request carries it (its prefix changed anyway), rather than the next
@@ -258,5 +263,15 @@ def _remember(
     # rode with the summary, the note.
     extra = [t for t in (ledger_text, request.note) if t]
     state.fixed_text = "\n\n".join([request.system_text, *extra])
-    state.previous_tail = request.message_breakpoints[-1] if request.message_breakpoints else None
+    state.previous_tail = _view_tail(request)
     core.save_state()
+
+
+def _view_tail(request: PreparedRequest) -> int | None:
+    """The request's last message breakpoint as a position in the view (the note, which is not
+    part of the view, may sit before the view's trailing system messages)."""
+    if not request.message_breakpoints:
+        return None
+    tail = request.message_breakpoints[-1]
+    note = next((i for i, m in enumerate(request.messages) if m.id == NOTE_ID), None)
+    return tail - 1 if note is not None and note < tail else tail

@@ -166,6 +166,23 @@ class Session:
         return self._core.effective_window
 
     @property
+    def largest_reply(self) -> int:
+        """Tokens of the largest reply in the view (0 before the first): what a host sizing
+        its reply reserve from the session's own replies reads."""
+        core = self._core
+        sizes = zip(core.view, core.sizes.messages, strict=False)
+        return max((n for m, n in sizes if m.role == "assistant"), default=0)
+
+    def reserve_for_reply(self, tokens: int | None) -> None:
+        """Keep ``tokens`` of the window free for the next reply, in place of the policy's
+        reserve (``None``: the policy's again), at most half the window. For a host that knows
+        what its replies need (the proxy: its client's ``max_tokens`` and the replies so far);
+        not saved with the session."""
+        window = self._core.state.window
+        half = max(1, window.context_window // 2)
+        window.reserve = None if tokens is None else max(1, min(tokens, half))
+
+    @property
     def output_limits(self) -> OutputLimits:
         """What one tool output may keep inline (its token limit shrinks with the window)."""
         return self._core.output_limits

@@ -3,8 +3,10 @@
 The proxy and the framework integrations are handed a client's whole history on every call and
 must tell which messages they already hold. A digest covers what a message says (role, text,
 tool calls and results, images) and leaves out what clients change when they resend one: key
-order and spacing of tool arguments, thinking (dropped or re-signed), whitespace around text
-and text blocks holding only whitespace. :func:`digest_of` is the one canonical form;
+order and spacing of tool arguments, arguments a client adds with their schema default
+(Claude Code resends every ``Edit`` with ``"replace_all": false``: :func:`schema_defaults`),
+thinking (dropped or re-signed), cache breakpoints, whitespace around text and text blocks
+holding only whitespace. :func:`digest_of` is the one canonical form;
 :func:`message_digest` reduces a neutral message to it, and the proxy reduces wire dicts to the
 same kind of items without converting them first.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from contextfold.messages import (
     ImagePart,
@@ -24,8 +26,53 @@ from contextfold.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from contextfold.tool_spec import ToolSpec
 
-__all__ = ["arguments_value", "digest_of", "fingerprint", "message_digest"]
+__all__ = [
+    "ArgumentDefaults",
+    "arguments_value",
+    "call_item",
+    "digest_of",
+    "fingerprint",
+    "message_digest",
+    "schema_defaults",
+]
+
+ArgumentDefaults = Mapping[str, Mapping[str, object]]
+"""Per tool name, the top-level arguments its schema gives a default, with that default."""
+
+
+def schema_defaults(tools: Iterable[ToolSpec]) -> dict[str, dict[str, object]]:
+    """The defaults the tools' schemas declare for their top-level arguments."""
+    out: dict[str, dict[str, object]] = {}
+    for tool in tools:
+        properties = tool.parameters.get("properties") if tool.parameters else None
+        if not isinstance(properties, Mapping):
+            continue
+        found = {
+            str(name): spec["default"]
+            for name, spec in properties.items()
+            if isinstance(spec, Mapping) and "default" in spec
+        }
+        if found:
+            out[tool.name] = found
+    return out
+
+
+def call_item(
+    call_id: object, name: object, arguments: object, defaults: ArgumentDefaults | None = None
+) -> list[object]:
+    """The canonical item of one tool call: its arguments as they mean (parsed), without those
+    equal to their schema default (a client may add or leave out either way)."""
+    value = arguments_value(arguments)
+    dropped = defaults.get(name) if defaults and isinstance(name, str) else None
+    if dropped and isinstance(value, Mapping):
+        value = {
+            k: v
+            for k, v in value.items()
+            if not (k in dropped and v == dropped[k] and type(v) is type(dropped[k]))
+        }
+    return ["call", call_id, name, value]
 
 
 def digest_of(role: object, items: Sequence[object]) -> bytes:
@@ -54,11 +101,11 @@ def arguments_value(text: object) -> object:
         return text
 
 
-def _item(part: object) -> list[object]:
+def _item(part: object, defaults: ArgumentDefaults | None) -> list[object]:
     if isinstance(part, TextPart):
         return ["text", part.text.strip()]
     if isinstance(part, ToolCallPart):
-        return ["call", part.call_id, part.name, arguments_value(part.arguments)]
+        return call_item(part.call_id, part.name, part.arguments, defaults)
     if isinstance(part, ToolResultPart):
         images = [fingerprint(i.url) for i in part.images]
         return ["result", part.call_id, part.content, part.is_error, images]
@@ -69,11 +116,11 @@ def _item(part: object) -> list[object]:
     return ["other", type(part).__name__]
 
 
-def message_digest(message: Message) -> bytes:
+def message_digest(message: Message, defaults: ArgumentDefaults | None = None) -> bytes:
     """The digest of a neutral message: the same message converted from a framework's types
     twice digests alike."""
     items = [
-        _item(p)
+        _item(p, defaults)
         for p in message.parts
         if not isinstance(p, ThinkingPart) and not (isinstance(p, TextPart) and not p.text.strip())
     ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from contextfold.engine import ContextEngine, PreparedRequest, Session
 from contextfold.errors import ConcurrentWriteError, ContextOverflowError, SessionNotFoundError
@@ -31,6 +32,20 @@ _OPEN_ATTEMPTS = 3
 """How often a request that lost a race for its session reads the store again."""
 
 _TITLE_CHARS = 80
+
+REPLY_RESERVE_FLOOR = 4_096
+"""The least a reply is planned for (or an eighth of a small window), before the session's
+replies say what they use."""
+
+REPLY_HEADROOM = 1.5
+"""The reply reserve is this many times the session's largest reply so far."""
+
+REPLY_RESERVE_MAX_SHARE = 0.25
+"""The most of the window the reserve takes; a reply that stops at a limit the proxy set is
+retried with up to half."""
+
+LIMIT_STOPS = frozenset({"max_tokens", "length"})
+"""Stop reasons that mean the reply hit its ``max_tokens`` (Anthropic's, OpenAI's)."""
 
 
 class Conversation:
@@ -65,8 +80,17 @@ class Conversation:
         self.session: Session | None = None
         self.forked_from: str | None = None
         self.appended = 0
-        # Engine tools are offered unless the client has a tool of the same name: its own wins.
-        self.engine_tools = not (ENGINE_TOOL_NAMES & set(client.raw_tools))
+        self.created = False
+        """This request made the session (it is deleted again when the request is refused)."""
+        # The client's tools are deferrable: a deferral is better than a refusal.
+        self.tools = [replace(tool, source="client") for tool in client.tools]
+        # Engine tools go only into requests that carry tools (a client's side request, such as
+        # a title, stays as small as it was), and not when the client has a tool of the same
+        # name: its own wins.
+        self.engine_tools = bool(client.tools) and not (ENGINE_TOOL_NAMES & set(client.raw_tools))
+        self.reply_share = REPLY_RESERVE_MAX_SHARE
+        """The most of the window the reply reserve may take; grows when a reply stopped at a
+        limit the proxy set."""
 
     # -- finding the session -----------------------------------------------------------------
 
@@ -89,6 +113,7 @@ class Conversation:
             found = self._locate()
             if found is None:
                 session = self._new_session()
+                self.created = True
                 start = 0
             else:
                 session_id, start, stored_head = found
@@ -225,11 +250,45 @@ class Conversation:
             return self._prepare(engine_tools)
 
     def _prepare(self, engine_tools: bool) -> PreparedRequest:
-        return self.current.prepare(
+        session = self.current
+        session.reserve_for_reply(self.reply_reserve())
+        return session.prepare(
             system=self.client.system or None,
-            tools=self.client.tools,
+            tools=self.tools,
             engine_tools=engine_tools and self.engine_tools,
         )
+
+    def reply_reserve(self) -> int:
+        """Tokens kept free for the reply: what the session's replies use (with headroom, and
+        a floor before there are any), never more than the client asked for, nor than
+        :attr:`reply_share` of the window. Not a fixed quarter: at 32k that left Claude Code's
+        conversation 3k tokens for replies of a few hundred."""
+        session = self.current
+        window = session.context_window
+        need = max(
+            min(REPLY_RESERVE_FLOOR, window // 8), round(session.largest_reply * REPLY_HEADROOM)
+        )
+        if self.client.max_tokens is not None:
+            need = min(need, self.client.max_tokens)
+        return max(1, min(need, int(window * self.reply_share)))
+
+    def more_room(self) -> bool:
+        """After a reply stopped at a limit the proxy set: plan the next try with a larger
+        reserve. False when it cannot grow (half the window, or the client's own limit)."""
+        if self.reply_share >= 0.5:
+            return False
+        self.reply_share = min(0.5, self.reply_share * 2)
+        return True
+
+    def abandon(self) -> None:
+        """The request was refused: a session it made holds nothing anyone will continue, so
+        it is deleted (with its recorded prefixes)."""
+        if self.created and self.session is not None:
+            try:
+                self.store.delete_session(self.session.id)
+            except SessionNotFoundError:
+                pass
+            self.session = None
 
     def _fork_current(self) -> None:
         """Go on in a new session holding the client's whole history, forked from this one

@@ -18,7 +18,13 @@ from contextfold.proxy.config import ProxyConfig
 from contextfold.store import BrowsableSessionStore
 from contextfold.tools.deferral import DEFAULT_TOOL_BUDGET_SHARE
 
-__all__ = ["Engines", "ModelEngine", "ProxyStore"]
+__all__ = ["CLIENT_TOOL_SHARE", "Engines", "ModelEngine", "ProxyStore"]
+
+CLIENT_TOOL_SHARE = 0.5
+"""The share of the window a client's tool definitions may take before the proxy defers those
+the conversation has not used (behind ``tool_search``, which the proxy answers itself). Claude
+Code's 26 tools take ~18.6k tokens: all sent from a 40k window on, deferred below. A refusal
+would be worse than a deferral. ``--defer-tools`` holds them to the engine's default share."""
 
 
 class ProxyStore(BrowsableSessionStore, Protocol):
@@ -86,6 +92,8 @@ class Engines:
                 name=client_model,
                 context_window=config.window,
                 provider=provider,
+                # The most a reply may take; each session's reserve is sized from its own
+                # replies (proxy/_conversation.py).
                 max_output_tokens=max(1, config.window // 4),
                 # Claude's tokenizer family for the Messages protocol; else the common one.
                 tokenizer="anthropic" if provider == "anthropic" else "o200k_base",
@@ -107,8 +115,9 @@ class Engines:
             # Stateless between requests: a compaction runs inside the request that needs it,
             # never on a thread that would outlive it.
             background=False,
-            # The client's tools are its own: deferring them changes what the agent can do.
-            tool_budget_share=DEFAULT_TOOL_BUDGET_SHARE if config.defer_tools else 1.0,
+            tool_budget_share=DEFAULT_TOOL_BUDGET_SHARE
+            if config.defer_tools
+            else CLIENT_TOOL_SHARE,
             # Agents resend their own standing instructions with every request (Claude Code's
             # CLAUDE.md reminders are full of "always" and "never"): pinning them would send
             # each one twice, and change the system prompt the client wrote.

@@ -17,13 +17,20 @@ import anyio.to_thread
 import httpx
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from contextfold.errors import ContextOverflowError
+from contextfold.errors import ConfigError, ContextOverflowError
 from contextfold.model_registry import Provider
 from contextfold.providers.errors import error_from_response
 from contextfold.proxy._conversation import ENGINE_TOOL_NAMES, Conversation
 from contextfold.proxy._engines import Engines, ProxyStore
 from contextfold.proxy._in_flight import InFlight
-from contextfold.proxy._wire import ClientError, ClientRequest, ProtocolName, RoundReply, add_usage
+from contextfold.proxy._wire import (
+    ClientError,
+    ClientRequest,
+    ProtocolName,
+    RoundReply,
+    add_usage,
+    too_long,
+)
 from contextfold.proxy.config import ProxyConfig
 from contextfold.redaction.redactor import redact_text
 from contextfold.wire.sse import SSEDecoder, sse_events
@@ -147,6 +154,10 @@ class Exchange:
             else:
                 response = await self._plain(conversation, body)
             return response
+        except (ClientError, UpstreamRefused):
+            # Nothing the client will continue: a session this request made goes too.
+            await anyio.to_thread.run_sync(conversation.abandon)
+            raise
         finally:
             if not isinstance(response, StreamingResponse):  # a stream frees them as it ends
                 conversation.end()
@@ -174,7 +185,13 @@ class Exchange:
         try:
             prepared = conversation.prepare(engine_tools=offer)
         except ContextOverflowError as exc:
-            raise ClientError(f"contextfold proxy: {exc}") from None
+            tokens = exc.prompt_tokens or self.tally.get("client_tokens", 0)
+            limit = exc.limit or conversation.current.effective_window
+            raise too_long(self.protocol, tokens, limit, str(exc)) from None
+        except ConfigError as exc:  # the window leaves the conversation nothing at all
+            tokens = self.tally.get("client_tokens", 0)
+            limit = conversation.current.effective_window
+            raise too_long(self.protocol, tokens, limit, exc.detail) from None
         max_tokens, clamped = conversation.reply_budget(prepared)
         if clamped:
             logger.info(

@@ -19,6 +19,7 @@ __all__ = [
     "RoundReply",
     "add_usage",
     "sse",
+    "too_long",
 ]
 
 ProtocolName: TypeAlias = Literal["anthropic", "openai"]
@@ -28,7 +29,8 @@ class ClientError(Exception):
     """A request the proxy refuses before anything is stored, answered in the client's protocol.
 
     ``kind`` is the protocol-neutral error kind: ``invalid_request``, ``authentication``,
-    ``not_found``, ``request_too_large`` or ``upstream`` (the provider could not be reached).
+    ``not_found``, ``request_too_large``, ``context_length`` (the conversation does not fit the
+    window: see :func:`too_long`) or ``upstream`` (the provider could not be reached).
     ``param`` names the request's field at fault, where one is.
     """
 
@@ -98,6 +100,23 @@ class RoundReply:
     stop: str | None
     engine_calls: list[ToolCallPart] = field(default_factory=list)
     client_calls: int = 0
+
+
+def too_long(protocol: ProtocolName, tokens: int, limit: int, why: str = "") -> ClientError:
+    """A request that does not fit, refused as the client's own provider refuses one, so that
+    the client recovers as it knows how (Claude Code compacts its history itself): Anthropic's
+    ``prompt is too long: N tokens > M maximum``, OpenAI's ``context_length_exceeded``."""
+    tokens = max(tokens, limit + 1)
+    if protocol == "anthropic":
+        message = f"prompt is too long: {tokens} tokens > {limit} maximum"
+    else:
+        message = (
+            f"This model's maximum context length is {limit} tokens. However, your messages "
+            f"resulted in {tokens} tokens. Please reduce the length of the messages."
+        )
+    if why:
+        message += f" (contextfold proxy: {why})"
+    return ClientError(message, kind="context_length")
 
 
 def add_usage(total: dict[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:

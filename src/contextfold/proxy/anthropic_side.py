@@ -8,7 +8,13 @@ from typing import Any
 
 from contextfold.engine import PreparedRequest
 from contextfold.errors import FormatError
-from contextfold.hosts.digests import digest_of, fingerprint
+from contextfold.hosts.digests import (
+    ArgumentDefaults,
+    call_item,
+    digest_of,
+    fingerprint,
+    schema_defaults,
+)
 from contextfold.messages import Message
 from contextfold.proxy._wire import (
     ClientError,
@@ -45,6 +51,7 @@ _ERROR_TYPES = {
     "authentication": "authentication_error",
     "not_found": "not_found_error",
     "request_too_large": "request_too_large",
+    "context_length": "invalid_request_error",
     "upstream": "api_error",
 }
 
@@ -123,8 +130,9 @@ def _result_items(block: Mapping[str, Any]) -> list[object]:
     ]
 
 
-def wire_digest(raw: Mapping[str, Any]) -> bytes:
-    """The digest of one Messages-API message (see :mod:`contextfold.proxy._identity`)."""
+def wire_digest(raw: Mapping[str, Any], defaults: ArgumentDefaults | None = None) -> bytes:
+    """The digest of one Messages-API message (see :mod:`contextfold.proxy._identity`);
+    ``defaults``: the client's tools' argument defaults (:func:`schema_defaults`)."""
     content = raw.get("content")
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
     items: list[object] = []
@@ -134,7 +142,9 @@ def wire_digest(raw: Mapping[str, Any]) -> bytes:
             if text := str(block.get("text", "")).strip():
                 items.append(["text", text])
         elif kind == "tool_use":
-            items.append(["call", block.get("id"), block.get("name"), block.get("input")])
+            items.append(
+                call_item(block.get("id"), block.get("name"), block.get("input"), defaults)
+            )
         elif kind == "tool_result":
             items.append(_result_items(block))
         elif kind == "image":
@@ -197,11 +207,12 @@ def parse_request(body: Any) -> ClientRequest:
     max_tokens: int = body["max_tokens"]
     raw_messages: list[Mapping[str, Any]] = body["messages"]
     tools, raw_tools = _tools(body.get("tools"))
+    defaults = schema_defaults(tools)
     return ClientRequest(
         protocol="anthropic",
         body=body,
         model=model,
-        digests=[wire_digest(raw) for raw in raw_messages],
+        digests=[wire_digest(raw, defaults) for raw in raw_messages],
         reader=_reader(raw_messages),
         system=_system_text(body.get("system")),
         tools=tools,

@@ -8,7 +8,13 @@ from typing import Any
 
 from contextfold.engine import PreparedRequest
 from contextfold.errors import FormatError
-from contextfold.hosts.digests import arguments_value, digest_of, fingerprint
+from contextfold.hosts.digests import (
+    ArgumentDefaults,
+    call_item,
+    digest_of,
+    fingerprint,
+    schema_defaults,
+)
 from contextfold.messages import Message
 from contextfold.proxy._wire import (
     ClientError,
@@ -47,6 +53,7 @@ _ERROR_TYPES = {
     "authentication": ("authentication_error", "invalid_api_key"),
     "not_found": ("invalid_request_error", "not_found"),
     "request_too_large": ("invalid_request_error", "request_too_large"),
+    "context_length": ("invalid_request_error", "context_length_exceeded"),
     "upstream": ("api_error", None),
 }
 
@@ -112,8 +119,9 @@ def _text(content: Any) -> str:
     )
 
 
-def wire_digest(raw: Mapping[str, Any]) -> bytes:
-    """The digest of one Chat Completions message (see :mod:`contextfold.proxy._identity`)."""
+def wire_digest(raw: Mapping[str, Any], defaults: ArgumentDefaults | None = None) -> bytes:
+    """The digest of one Chat Completions message (see :mod:`contextfold.proxy._identity`);
+    ``defaults``: the client's tools' argument defaults (:func:`schema_defaults`)."""
     role = raw.get("role")
     if role in ("tool", "function"):
         result = ["result", raw.get("tool_call_id"), _content_items(raw.get("content"))]
@@ -122,9 +130,7 @@ def wire_digest(raw: Mapping[str, Any]) -> bytes:
     for call in raw.get("tool_calls") or []:
         function = (call.get("function") or {}) if isinstance(call, Mapping) else {}
         call_id = call.get("id") if isinstance(call, Mapping) else None
-        items.append(
-            ["call", call_id, function.get("name"), arguments_value(function.get("arguments"))]
-        )
+        items.append(call_item(call_id, function.get("name"), function.get("arguments"), defaults))
     return digest_of(role, items)
 
 
@@ -179,7 +185,7 @@ def parse_request(body: Any) -> ClientRequest:
         protocol="openai",
         body=body,
         model=model,
-        digests=[wire_digest(raw) for raw in conversation],
+        digests=[wire_digest(raw, schema_defaults(tools)) for raw in conversation],
         reader=_reader(conversation),
         system="\n\n".join(system),
         tools=tools,

@@ -17,12 +17,15 @@ Tool deferral
 Many MCP servers can fill a tenth of the window with tool descriptions before the first message.
 :class:`ToolDeferral` (one per session) holds back descriptions past
 :data:`DEFAULT_TOOL_BUDGET_SHARE` of the effective window: ``builtin`` and ``engine`` tools are
-never deferred, ``mcp`` tools go first, then ``skill`` tools, the least recently used first
-within each (ties: the alphabetically later name goes first). The model gets ``tool_search`` and
-a note; the tools a search finds are active until the turn ends. The selection is a pure function
-of the tools, the usage history and the turn's activations, and keeps the caller's tool order, so
-the tool list (part of the cached prompt prefix) does not change from one call to the next unless
-one of those did. Per turn, the engine does::
+never deferred, ``client`` tools go first (a host's client sent them: the proxy's), then ``mcp``
+tools, then ``skill`` tools, the least recently used first within each (ties: the smaller client
+tool stays; the alphabetically later name goes first). The model gets ``tool_search`` and a note;
+the tools a search finds are active until the turn ends. A client tool the model called stays
+from then on, and which client tools are deferred is held until :meth:`ToolDeferral.refresh`
+(the engine calls it after a compaction, which breaks the provider's cache anyway). The selection
+is a pure function of the tools, the usage history and the turn's activations, and keeps the
+caller's tool order, so the tool list (part of the cached prompt prefix) does not change from
+one call to the next unless one of those did. Per turn, the engine does::
 
     deferral = ToolDeferral(session_id=sid, on_event=emit)      # once per session
     selection = deferral.select(tools, counter=counter, effective_window=window)
@@ -126,8 +129,8 @@ READ_RESULT_TOOL = ToolSpec(
 TOOL_SEARCH_TOOL = ToolSpec(
     name="tool_search",
     description=(
-        "Find tools that are not in your tool list. To save context, some tools (from MCP "
-        "servers and skills) are deferred; a note says how many. Describe what you want to do "
+        "Find tools that are not in your tool list. To save context, some tools are "
+        "deferred; a note says how many. Describe what you want to do "
         'in a few words ("create github issue", "post slack message") or give exact tool '
         "names. The matching tools are added to your tool list for the rest of this turn; the "
         "result shows their descriptions and parameters."
@@ -195,8 +198,11 @@ DEFAULT_TOOL_BUDGET_SHARE = 0.10
 tenth of the window before the first message; past this share the least needed descriptions wait
 behind ``tool_search``, and the rest of the window stays the conversation's."""
 
-_DEFER_RANK: dict[str, int] = {"skill": 0, "mcp": 1}
-"""Deferrable sources, kept in this order: skills stay longer than MCP tools."""
+_DEFER_RANK: dict[str, int] = {"skill": 0, "mcp": 1, "client": 2}
+"""Deferrable sources, kept in this order: skills stay longer than MCP tools, and both longer
+than a host's client tools (the proxy's: they are most of a coding agent's request)."""
+
+_CLIENT = "client"
 
 _FALLBACK_CHARS_PER_TOKEN = 3
 """Used only when the counter fails on a tool: errs high (real text is ~4 chars/token)."""
@@ -291,6 +297,10 @@ class ToolDeferral:
         self._costs: dict[tuple[str, str, str], int] = {}
         self._cost_counter: TokenCounter | None = None
         self._preamble = 0
+        self._held: frozenset[str] | None = None
+        """The client tools the latest full selection deferred; they stay deferred (and the
+        others stay sent) until :meth:`refresh`, so the tool list does not change between
+        calls: it opens the provider's cached prefix."""
         self.last: ToolSelection | None = None
         """The latest selection (None before the first)."""
 
@@ -314,6 +324,11 @@ class ToolDeferral:
         """Forget this turn's activations (call when a new user message arrives)."""
         self._activated.clear()
 
+    def refresh(self) -> None:
+        """Choose the client tools to defer afresh on the next :meth:`select` (call where the
+        provider's cache breaks anyway: after a compaction rewrote the view)."""
+        self._held = None
+
     def state(self) -> dict[str, Any]:
         """What a resumed session needs to defer the same tools: the use order, this turn's
         activations (JSON values)."""
@@ -321,6 +336,7 @@ class ToolDeferral:
             "uses": self._uses,
             "last_used": dict(self._last_used),
             "activated": sorted(self._activated),
+            "held": None if self._held is None else sorted(self._held),
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -338,6 +354,8 @@ class ToolDeferral:
         activated = state.get("activated")
         if isinstance(activated, list):
             self._activated = {str(name) for name in activated}
+        held = state.get("held")
+        self._held = frozenset(str(name) for name in held) if isinstance(held, list) else None
 
     # -- selection -------------------------------------------------------------------------------
 
@@ -385,9 +403,14 @@ class ToolDeferral:
         costs = self._marginal_costs(tools, counter)
         preamble = self._preamble if tools else 0
         searchable = [i for i, t in enumerate(tools) if getattr(t, "source", None) in _DEFER_RANK]
+        forced = forced | self._client_kept(tools)
         candidates = [i for i in searchable if _name(tools[i]) not in forced]
-        if not candidates or preamble + sum(costs) <= budget:
+        # While a selection is held, the client tools it deferred stay deferred even if
+        # everything would fit now.
+        held = self._held is not None and any(tools[i].source == _CLIENT for i in candidates)
+        if not candidates or (not held and preamble + sum(costs) <= budget):
             self._searchable = ()
+            self._hold(tools, ())
             total = self._safe_total(tools, counter)
             return ToolSelection(tuple(tools), (), total, budget, None)
 
@@ -400,7 +423,9 @@ class ToolDeferral:
         # down, so that no skill is deferred while an MCP tool stays (and no older tool
         # stays while a more recent one of its kind is deferred).
         kept: list[int] = []
-        for i in sorted(candidates, key=lambda i: self._keep_key(tools[i], i)):
+        for i in sorted(candidates, key=lambda i: self._keep_key(tools[i], i, costs[i])):
+            if held and tools[i].source == _CLIENT:
+                break  # the held client tools stay deferred (they are ranked last)
             if used + costs[i] > budget:
                 break
             used += costs[i]
@@ -420,13 +445,32 @@ class ToolDeferral:
             total = self._safe_total(active, counter)
         kept_set = set(kept)
         self._searchable = tuple(tools[i] for i in searchable if i not in kept_set)
+        self._hold(tools, deferred)
         return ToolSelection(
             tuple(active), tuple(deferred), total, budget, deferral_note(len(deferred))
         )
 
-    def _keep_key(self, tool: ToolSpec, index: int) -> tuple[int, int, str, int]:
+    def _keep_key(self, tool: ToolSpec, index: int, cost: int) -> tuple[int, int, int, str, int]:
+        """Which deferrable tool stays first: by source, the most recently used, then (client
+        tools, where nothing says which the agent needs) the smallest, so that more of them
+        fit; then by name."""
         name = _name(tool)
-        return (_DEFER_RANK[tool.source], -self._last_used.get(name, 0), name, index)
+        smallest = cost if tool.source == _CLIENT else 0
+        return (_DEFER_RANK[tool.source], -self._last_used.get(name, 0), smallest, name, index)
+
+    def _client_kept(self, tools: Sequence[ToolSpec]) -> set[str]:
+        """Client tools that are sent whatever the budget: those the model called (they stay
+        from then on) and, while a selection is held, those it did not defer."""
+        client = [_name(t) for t in tools if getattr(t, "source", None) == _CLIENT]
+        used = {n for n in client if n in self._last_used}
+        if self._held is None:
+            return used
+        return used | {n for n in client if n not in self._held}
+
+    def _hold(self, tools: Sequence[ToolSpec], deferred: Sequence[ToolSpec]) -> None:
+        """Remember which client tools this selection deferred, until :meth:`refresh`."""
+        if self._held is None and any(getattr(t, "source", None) == _CLIENT for t in tools):
+            self._held = frozenset(_name(t) for t in deferred if t.source == _CLIENT)
 
     def _marginal_costs(self, tools: Sequence[ToolSpec], counter: TokenCounter) -> list[int]:
         """Each tool's tokens beyond the shared tools preamble (cached while the counter stays)."""
