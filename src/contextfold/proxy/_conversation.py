@@ -17,6 +17,7 @@ from contextfold.proxy._engines import ProxyStore
 from contextfold.proxy._identity import ANONYMOUS, chain_heads, extend_head
 from contextfold.proxy._in_flight import InFlight
 from contextfold.proxy._kept_sessions import KeptSessions
+from contextfold.proxy._latest_turn import latest_turn_missing
 from contextfold.proxy._wire import ClientError, ClientRequest, RoundReply
 from contextfold.proxy.sessions import METADATA_KEY
 from contextfold.tools.deferral import engine_tools
@@ -257,6 +258,18 @@ class Conversation:
             tools=self.tools,
             engine_tools=engine_tools and self.engine_tools,
         )
+
+    def latest_turn_missing(self, prepared: PreparedRequest) -> str | None:
+        """What of the client's latest turn the prepared request lacks (see
+        :mod:`._latest_turn`); ``None`` when it carries all of it."""
+        latest: list[Message] = []
+        for index in range(len(self.heads) - 1, -1, -1):
+            [group] = self.client.read(index, index + 1)
+            if any(m.role == "assistant" for m in group):
+                latest[:0] = [m for m in group if m.role == "assistant"]
+                break
+            latest[:0] = group
+        return latest_turn_missing(latest, prepared.messages)
 
     def reply_reserve(self) -> int:
         """Tokens kept free for the reply: what the session's replies use (with headroom, and

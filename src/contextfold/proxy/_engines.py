@@ -11,6 +11,7 @@ from typing import Protocol
 from contextfold.engine import ContextEngine, ContextPolicy
 from contextfold.errors import UnknownModelError
 from contextfold.model_registry import ModelInfo, Provider, default_registry
+from contextfold.outputs.truncate import OutputLimits
 from contextfold.proxy._kept_sessions import KeptSessions
 from contextfold.proxy._tally import TokenTally
 from contextfold.proxy._wire import ClientError
@@ -18,7 +19,21 @@ from contextfold.proxy.config import ProxyConfig
 from contextfold.store import BrowsableSessionStore
 from contextfold.tools.deferral import DEFAULT_TOOL_BUDGET_SHARE
 
-__all__ = ["CLIENT_TOOL_SHARE", "Engines", "ModelEngine", "ProxyStore"]
+__all__ = ["CLIENT_OUTPUT_SHARE", "CLIENT_TOOL_SHARE", "Engines", "ModelEngine", "ProxyStore"]
+
+CLIENT_OUTPUT_SHARE = 0.25
+"""The share of the window one tool output the client sent may take and still go up whole.
+The newest results are what the model must read next (a library agent's 5 % cut Claude Code's
+Read of a 9k-token log to 756 characters at 64k); older ones are masked as the window fills."""
+
+_WHOLE_OUTPUTS = OutputLimits(
+    max_lines=1_000_000,
+    max_bytes=64 * 1024 * 1024,
+    max_tokens=10_000_000,
+    offload_above_bytes=64 * 1024 * 1024,
+)
+"""Output limits that leave the share of the window the only one (clients cut their tools'
+outputs themselves: Claude Code keeps Bash outputs over ~30 KB out of its own requests)."""
 
 CLIENT_TOOL_SHARE = 0.5
 """The share of the window a client's tool definitions may take before the proxy defers those
@@ -122,6 +137,8 @@ class Engines:
             # CLAUDE.md reminders are full of "always" and "never"): pinning them would send
             # each one twice, and change the system prompt the client wrote.
             extract_pins=False,
+            output_limits=_WHOLE_OUTPUTS,
+            output_max_share=CLIENT_OUTPUT_SHARE,
         )
         return ContextEngine(
             self._model(client_model, provider),

@@ -192,6 +192,11 @@ class Exchange:
             tokens = self.tally.get("client_tokens", 0)
             limit = conversation.current.effective_window
             raise too_long(self.protocol, tokens, limit, exc.detail) from None
+        missing = conversation.latest_turn_missing(prepared)
+        if missing is not None:
+            tokens = self.tally.get("client_tokens", 0)
+            limit = conversation.current.effective_window
+            raise too_long(self.protocol, tokens, limit, f"{missing} to fit the window")
         max_tokens, clamped = conversation.reply_budget(prepared)
         if clamped:
             logger.info(
