@@ -29,11 +29,12 @@ def latest_turn_missing(client: Sequence[Message], sent: Sequence[Message]) -> s
     with the call it answers. ``client`` is the client's conversation as neutral messages."""
     last_assistant = max((i for i, m in enumerate(client) if m.role == "assistant"), default=-1)
     latest = client[last_assistant + 1 :]
-    texts = {p.text.strip() for m in sent if m.role == "user" for p in _texts(m)}
+    texts = {p.text.strip() for m in sent if m.role != "assistant" for p in _texts(m)}
     for message in latest:
         for part in _texts(message):
             if part.text.strip() and part.text.strip() not in texts:
-                return f"the user's latest message ({len(part.text):,} characters) was cut"
+                kind = "system message" if message.role == "system" else "user's latest message"
+                return f"the {kind} ({len(part.text):,} characters) was cut"
     results = {r.call_id: (m, r) for m in sent for r in m.tool_results}
     calls = {c.call_id for m in sent if m.role == "assistant" for c in m.tool_calls}
     for message in latest:
