@@ -107,6 +107,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "4",
     ),
     Benchmark(
+        "workspace_attacks",
+        False,
+        "symlink swap races, hard links and a linked AGENTS.md against the coding tools: "
+        "escapes (vs a check by name), and the fence's cost per open",
+        "< 1",
+    ),
+    Benchmark(
         "compaction",
         True,
         "presets vs LangChain and baselines at 32k/128k: overflow, tokens, cache, cost, "

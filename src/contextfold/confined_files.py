@@ -173,6 +173,14 @@ def open_folder_at(fd: int, name: str) -> int:
         raise
 
 
+def _exists(fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def _is_link(fd: int, name: str) -> bool:
     try:
         return stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
@@ -214,8 +222,9 @@ def _replace_in(folder: int, name: str, data: bytes) -> os.stat_result | None:
         _require_regular(name, old)
         if old.st_nlink > 1:
             raise HardLinkedFileError(name, old)
-        # A rename would replace a read-only file the user could not write in place.
-        if not os.access(name, os.W_OK, dir_fd=folder):
+        # A rename would replace a read-only file the user could not write in place. (access()
+        # also says no for a file that vanished meanwhile: that one is simply created.)
+        if not os.access(name, os.W_OK, dir_fd=folder) and _exists(folder, name):
             raise PermissionError(errno.EACCES, "Permission denied", name)
     stem = os.fsencode(name)[:_TEMPORARY_STEM_BYTES].decode(errors="ignore")
     temporary = f".{stem}.{secrets.token_hex(6)}.contextfold-tmp"
