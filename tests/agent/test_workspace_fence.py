@@ -10,21 +10,19 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
 
+from benchmarks.workspace_attacks import swapping
 from contextfold.agent import Toolbox, Workspace
 from contextfold.confined_files import ConfinedRoot, LinkCensus
 from tests.agent.conftest import failed, ok, run
 
 SECRET = "TOP SECRET aws_secret_access_key\n"
 RACE_CALLS = 2_000
-"""Calls each race test makes while a thread swaps the path: enough to hit the window (a check
-by name then an open by name lost about 1 in 300 of them)."""
+"""Calls each race test makes while another process swaps the path: enough to hit the window (a
+check by name then an open by name lost about 1 in 400 of them: benchmarks/workspace_attacks)."""
 
 
 @pytest.fixture
@@ -187,60 +185,11 @@ def test_a_symlink_inside_is_written_through_to_its_target(toolbox: Toolbox, roo
 # -- the swap race ---------------------------------------------------------------------------------
 
 
-@contextmanager
-def _swapping(
-    path: Path, make_real: Callable[[Path], None], make_link: Callable[[Path], None]
-) -> Iterator[None]:
-    """A thread that keeps replacing ``path`` by a real file or folder and by a symlink; it
-    must have swapped many times by the end, or the race did not run."""
-    stop = threading.Event()
-    spare = path.with_name(path.name + ".spare")
-    swaps = 0
-
-    def swap() -> None:
-        nonlocal swaps
-        while not stop.is_set():
-            for make in (make_real, make_link):
-                with suppress(OSError):
-                    _remove(spare)
-                    make(spare)
-                    try:
-                        os.replace(spare, path)  # in one step for a file, or a link over a link
-                    except OSError:  # a folder over a link or over a folder: in two
-                        _remove(path)
-                        os.replace(spare, path)
-                    swaps += 1
-
-    thread = threading.Thread(target=swap, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=10)
-    assert swaps > 100, swaps
-
-
-def _remove(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
-        for child in path.iterdir():
-            child.unlink()
-        path.rmdir()
-
-
 def test_a_file_swapped_for_a_symlink_never_leaks_on_read(
     toolbox: Toolbox, root: Path, outside: Path
 ) -> None:
-    def real(spare: Path) -> None:
-        spare.write_text("inside\n")
-
-    def link(spare: Path) -> None:
-        spare.symlink_to(outside)
-
     kinds: dict[str, str] = {}
-    with _swapping(root / "swap.txt", real, link):
+    with swapping(root / "swap.txt", False, outside):
         for _ in range(RACE_CALLS):
             outcome = run(toolbox, "read_file", path="swap.txt")
             assert "TOP SECRET" not in outcome.content
@@ -254,13 +203,7 @@ def test_a_file_swapped_for_a_symlink_is_never_written_through(
 ) -> None:
     before = outside.stat()
 
-    def real(spare: Path) -> None:
-        spare.write_text("inside\n")
-
-    def link(spare: Path) -> None:
-        spare.symlink_to(outside)
-
-    with _swapping(root / "swap.txt", real, link):
+    with swapping(root / "swap.txt", False, outside):
         for index in range(RACE_CALLS):
             run(toolbox, "write_file", path="swap.txt", content=f"model text {index}\n")
     assert outside.read_text() == SECRET
@@ -272,23 +215,16 @@ def test_a_file_swapped_for_a_symlink_is_never_written_through(
 def test_a_folder_swapped_for_a_symlink_never_leaks(
     toolbox: Toolbox, root: Path, outside: Path
 ) -> None:
-    def real(spare: Path) -> None:
-        spare.mkdir()
-        (spare / "credentials").write_text("inside\n")
-
-    def link(spare: Path) -> None:
-        spare.symlink_to(outside.parent, target_is_directory=True)
-
-    seen_inside = False
-    with _swapping(root / "conf", real, link):
+    writes_done = 0
+    with swapping(root / "conf", True, outside.parent):
         for index in range(RACE_CALLS // 2):
             outcome = run(toolbox, "read_file", path="conf/credentials")
             assert "TOP SECRET" not in outcome.content
-            seen_inside = seen_inside or not outcome.is_error
             grep = run(toolbox, "grep", pattern="SECRET|inside")
             assert "SECRET" not in grep.content.replace("/SECRET|inside/", "")
-            run(toolbox, "write_file", path="conf/credentials", content=f"{index}\n")
-    assert seen_inside
+            write = run(toolbox, "write_file", path="conf/credentials", content=f"{index}\n")
+            writes_done += not write.is_error
+    assert writes_done  # the race ran: the real folder was met too
     assert outside.read_text() == SECRET
     assert sorted(p.name for p in outside.parent.iterdir()) == ["credentials"]
 
