@@ -1,7 +1,14 @@
 """One client request from arrival to answer: the engine's rounds with the upstream.
 
-The engine work runs on worker threads (:mod:`._conversation` writes to the store); the calls
-to the upstream and the streaming to the client run on the event loop.
+The rounds are one generator (:meth:`Exchange._flow`), as httpx's ``auth_flow`` is: it yields
+the body of each upstream request and receives what came of it (:class:`Round`: the reply, or
+:class:`Overflowed`: the upstream's refusal as too long). It holds all the synchronous work
+(the :class:`~._conversation.Conversation`, which reads and writes the store), so each step of
+it is one hop to a worker thread: the first, then one per upstream reply. The driver
+(:meth:`Exchange._rounds`) is the one loop on the event loop: it sends each body upstream, reads
+the reply (streamed or whole) through the upstream protocol's decoder into neutral events, and
+writes those to the client in the client's protocol, holding back calls to the engine's own
+tools. The client's protocol and the upstream's need not be the same.
 """
 
 from __future__ import annotations
@@ -9,17 +16,27 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Collection, Generator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import anyio.to_thread
 import httpx
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from contextfold.errors import ConfigError, ContextOverflowError
+from contextfold.chat import (
+    ChatRequest,
+    ChatResponse,
+    Finished,
+    ToolCallDelta,
+    ToolCallDone,
+    ToolCallStarted,
+    UsageReport,
+    WireEvent,
+)
+from contextfold.errors import ConfigError, ContextOverflowError, ProviderError
+from contextfold.messages import Message, ThinkingPart, Usage
 from contextfold.model_registry import Provider
-from contextfold.providers.errors import error_from_response
 from contextfold.proxy._conversation import ENGINE_TOOL_NAMES, Conversation
 from contextfold.proxy._engines import Engines, ProxyStore
 from contextfold.proxy._in_flight import InFlight
@@ -28,14 +45,23 @@ from contextfold.proxy._wire import (
     ClientRequest,
     ProtocolName,
     RoundReply,
-    add_usage,
+    error_kind,
     too_long,
 )
 from contextfold.proxy.config import ProxyConfig
+from contextfold.proxy.responses_side import has_encrypted
 from contextfold.redaction.redactor import redact_text
-from contextfold.wire.sse import SSEDecoder, sse_events
+from contextfold.wire.neutral import StreamFailed, events_of_message
+from contextfold.wire.sse import SSEDecoder
 
-__all__ = ["Exchange", "ProxyState", "UpstreamRefused", "WireSide"]
+__all__ = [
+    "ClientWriter",
+    "Exchange",
+    "ProxyState",
+    "UpstreamRefused",
+    "WireSide",
+    "client_error",
+]
 
 logger = logging.getLogger("contextfold.proxy")
 
@@ -46,41 +72,52 @@ _CLAIM_LAPSE = 600.0
 :mod:`._in_flight`)."""
 
 
-class StreamRelay(Protocol):
-    round_over: bool
+class ClientWriter(Protocol):
+    """One reply to the client, in its protocol: neutral events in, bytes out (streamed), or
+    the whole body at the end."""
+
+    def feed(self, event: WireEvent, /) -> list[bytes]: ...
+    def end_round(self) -> list[bytes]: ...
+    def finish(self, stop: str | None, usage: Usage | None, /) -> list[bytes]: ...
+    def fail(self, error: ClientError, /) -> list[bytes]: ...
+    def body(self) -> dict[str, Any]: ...
+    def visible_digest(self) -> bytes: ...
+
+
+class StreamDecoder(Protocol):
+    """One streamed upstream reply read into neutral events (``done`` at its end)."""
 
     @property
-    def visible(self) -> Any: ...
-    def feed(self, event: str | None, text: str, /) -> list[bytes]: ...
-    def reply(self) -> RoundReply: ...
-    def finish(self, stop: str | None, /) -> list[bytes]: ...
-
-
-class StreamRelayFactory(Protocol):
-    def __call__(self, engine_tools: Collection[str], client: ClientRequest, /) -> StreamRelay: ...
+    def done(self) -> bool: ...
+    def feed_sse(self, data: str, /) -> list[WireEvent]: ...
+    def response(self) -> ChatResponse: ...
 
 
 class WireSide(Protocol):
-    """What each protocol module (:mod:`.anthropic_side`, :mod:`.openai_side`) provides."""
+    """What each protocol module (:mod:`.anthropic_side`, :mod:`.openai_side`,
+    :mod:`.responses_side`) provides, as the client's protocol and as the upstream's."""
 
     @property
-    # Named like the class each module defines: a read-only member, so the class itself fits.
-    def StreamRelay(self) -> StreamRelayFactory: ...
+    def UPSTREAM_PATH(self) -> str: ...
 
     def parse_request(self, body: Any, /) -> ClientRequest: ...
-    def upstream_body(
-        self, client: ClientRequest, prepared: Any, /, *, max_tokens: int | None
-    ) -> dict[str, Any]: ...
-    def read_body(
-        self, body: Mapping[str, Any], engine_tools: Collection[str], /
-    ) -> tuple[RoundReply, Any]: ...
-    def join(self, pieces: Sequence[Any], /) -> Any: ...
-    def visible_digest(self, visible: Any, /) -> bytes: ...
-    def client_body(
-        self, final: Mapping[str, Any], visible: Any, stop: str | None, usage: Mapping[str, Any], /
-    ) -> dict[str, Any]: ...
     def error_body(self, error: ClientError, /) -> dict[str, Any]: ...
-    def stream_error(self, error: ClientError, /) -> bytes: ...
+    def writer(self, client: ClientRequest, model: str, /) -> ClientWriter: ...
+    def upstream_body(
+        self,
+        client: ClientRequest,
+        request: ChatRequest,
+        /,
+        *,
+        model: str,
+        stream: bool,
+        first_party: bool,
+    ) -> dict[str, Any]: ...
+    def decoder(self) -> StreamDecoder: ...
+    def read_body(self, body: Mapping[str, Any], /) -> ChatResponse: ...
+    def upstream_error(
+        self, status: int, body: object, headers: Mapping[str, str], /
+    ) -> ProviderError: ...
 
 
 @dataclass
@@ -93,19 +130,61 @@ class ProxyState:
     http: httpx.AsyncClient
     salt: bytes
     in_flight: InFlight = field(default_factory=lambda: InFlight(lapse=_CLAIM_LAPSE))
+    served: dict[str, bool] = field(default_factory=dict)
+    """Which upstream paths the upstream serves, as probed (``--upstream-protocol auto``)."""
+    answered: dict[tuple[str, str], list[Message]] = field(default_factory=dict)
+    """The conversations of the Responses this proxy answered, by tenant and response id, for
+    a later ``previous_response_id`` (the most recent :data:`ANSWERED_KEPT`)."""
+
+
+ANSWERED_KEPT = 256
+"""How many answered Responses conversations a proxy process keeps for ``previous_response_id``."""
 
 
 class UpstreamRefused(Exception):
-    """The upstream answered with an error the proxy passes on as it came."""
+    """The upstream answered with an error. A client of the upstream's own protocol gets it as
+    it came; any other gets it in its own protocol (:func:`client_error`)."""
 
-    def __init__(self, response: httpx.Response, body: bytes) -> None:
+    def __init__(self, response: httpx.Response, body: bytes, error: ProviderError) -> None:
         super().__init__(f"upstream answered HTTP {response.status_code}")
         self.status = response.status_code
         self.body = body
+        self.error = error
         self.content_type = response.headers.get("content-type", "application/json")
 
     def to_response(self) -> Response:
         return Response(self.body, status_code=self.status, media_type=self.content_type)
+
+
+def client_error(error: ProviderError, status: int | None = None) -> ClientError:
+    """An upstream's error as the client's protocol will say it."""
+    status = status or error.status or 502
+    kind = "context_length" if isinstance(error, ContextOverflowError) else error_kind(status)
+    message = f"upstream: {error}"
+    return ClientError(message, status=status if status >= 400 else 502, kind=kind)
+
+
+@dataclass(frozen=True)
+class Round:
+    """What one upstream request came to: its reply, and the digest of everything the client
+    has received so far (what it will send back)."""
+
+    reply: ChatResponse
+    visible_digest: bytes
+
+
+@dataclass(frozen=True)
+class Overflowed:
+    """The upstream refused the request as too long."""
+
+    error: ContextOverflowError
+
+
+class Unrecoverable(Exception):
+    """The engine cannot make the request smaller: the client gets the upstream's refusal."""
+
+
+Step = Generator[dict[str, Any], "Round | Overflowed", None]
 
 
 @dataclass
@@ -113,21 +192,36 @@ class Exchange:
     """One client request: the conversation it continues, and its rounds with the upstream."""
 
     state: ProxyState
-    side: WireSide
-    protocol: ProtocolName
-    path: str
+    client_side: WireSide
+    upstream_side: WireSide
+    upstream_protocol: ProtocolName
+    upstream_model: str
     client: ClientRequest
     upstream_headers: dict[str, str]
     tenant: str
     explicit_session: str | None
     log: dict[str, Any] = field(default_factory=dict)
     tally: dict[str, int] = field(default_factory=dict)
+    writer: ClientWriter | None = None
+    passthrough: bool = False
+    """The client's request goes up as it is (it continues a response made upstream)."""
+    _reply: ChatResponse | None = field(default=None, init=False)
+    on_answered: Callable[[ClientWriter], None] | None = None
+    """Called once the client has its whole reply (a Responses client's is remembered for a
+    later ``previous_response_id``)."""
+
+    @property
+    def verbatim(self) -> bool:
+        """Dry run (or a continued upstream response): the client's own body goes up and the
+        upstream's answer comes back as it was sent; the engine only measures and records."""
+        if self.passthrough:
+            return True
+        return self.state.config.dry_run and self.client.protocol == self.upstream_protocol
 
     # -- the whole request -------------------------------------------------------------------
 
     async def run(self) -> Response:
-        provider = _provider(self.protocol, self.state.config.upstream)
-        made = self.state.engines.for_model(self.client.model, provider)
+        made = self.state.engines.for_model(self.upstream_model, _provider(self))
         conversation = Conversation(
             made.engine,
             self.state.store,
@@ -139,20 +233,7 @@ class Exchange:
         )
         response: Response | None = None
         try:
-            body = await anyio.to_thread.run_sync(self._begin, conversation)
-            if body is None:
-                response = await self._shadow(conversation)
-            elif self.client.stream:
-                first = await self._call(conversation, body, 0)
-                # Sent before the reply exists: the session was claimed when it was opened,
-                # so no other request of this worker can take the reply's place in it.
-                response = StreamingResponse(
-                    self._stream(conversation, first),
-                    media_type="text/event-stream",
-                    headers={SESSION_HEADER: conversation.current.id},
-                )
-            else:
-                response = await self._plain(conversation, body)
+            response = await self._answer(conversation)
             return response
         except (ClientError, UpstreamRefused):
             # Nothing the client will continue: a session this request made goes too.
@@ -162,11 +243,72 @@ class Exchange:
             if not isinstance(response, StreamingResponse):  # a stream frees them as it ends
                 conversation.end()
 
-    # -- the engine's work (on a worker thread: it reads and writes the store) -------------------
+    async def _answer(self, conversation: Conversation) -> Response:
+        flow = self._flow(conversation)
+        body = await anyio.to_thread.run_sync(next, flow)
+        writer = self.writer or self.client_side.writer(self.client, self.client.model)
+        self.writer = writer
+        response = await self._call(flow, body)
+        relay = _Relay(writer, ENGINE_TOOL_NAMES if conversation.engine_tools else ())
+        if self.client.stream:
+            # Sent before the reply exists: the session was claimed when it was opened, so no
+            # other request of this worker can take the reply's place in it.
+            return StreamingResponse(
+                self._rounds(flow, response, relay, conversation),
+                media_type="text/event-stream",
+                headers={SESSION_HEADER: conversation.current.id},
+            )
+        chunks = [chunk async for chunk in self._rounds(flow, response, relay, conversation)]
+        # Named now, after any fork: the session that holds this reply.
+        headers = {SESSION_HEADER: conversation.current.id}
+        if self.verbatim:
+            media = response.headers.get("content-type", "application/json")
+            return Response(
+                b"".join(chunks),
+                status_code=response.status_code,
+                media_type=media,
+                headers=headers,
+            )
+        return JSONResponse(writer.body(), headers=headers)
 
-    def _begin(self, conversation: Conversation) -> dict[str, Any] | None:
-        """Open the conversation and count what the client sent; the first upstream body, or
-        None in a dry run (the client's own body goes up)."""
+    # -- the engine's work: one generator, each step on a worker thread ----------------------
+
+    def _flow(self, conversation: Conversation) -> Step:
+        """The rounds of this request: yields each upstream body, receives what came of it."""
+        self._begin(conversation)
+        rounds = 0
+        body = self._body_for(conversation, rounds)
+        recovered = False
+        while True:
+            outcome = yield body
+            if isinstance(outcome, Overflowed):
+                # Answered once, as the engine does: learn the limit, compact hard, go again.
+                if recovered or not conversation.recover(outcome.error):
+                    raise Unrecoverable
+                recovered = True
+                self.log["overflow_recovered"] = True
+                body = self._body_for(conversation, rounds)
+                continue
+            rounds += 1
+            recovered = False
+            reply = self._round_reply(outcome.reply, conversation)
+            self._count(reply)
+            # A final reply and the head the client's next request will carry are one write: a
+            # crash between them would make the retry fork a session that only holds its answer.
+            final = not reply.engine_calls
+            with self.state.store.atomic() if final else contextlib.nullcontext():
+                more = conversation.add_reply(reply)
+                if not more:
+                    conversation.finish(outcome.visible_digest, self.tally)
+            if more:
+                body = self._body_for(conversation, rounds)
+                continue
+            conversation.release()
+            self.log["rounds"] = rounds
+            return
+
+    def _begin(self, conversation: Conversation) -> None:
+        """Open the conversation and count what the client sent."""
         session = conversation.open()
         self.log.update(
             session=session.id, forked_from=conversation.forked_from, appended=conversation.appended
@@ -174,29 +316,31 @@ class Exchange:
         self.tally["client_tokens"] = self.state.engines.client_tokens.count(
             conversation.engine.counter, self.client
         )
-        if self.state.config.dry_run:
-            return None
-        return self._body_for(conversation, 0)
 
     def _body_for(self, conversation: Conversation, rounds: int) -> dict[str, Any]:
-        """The engine's next request, as the upstream's body."""
+        """The engine's next request, as the upstream's body (the client's own in a dry run)."""
         # The last round the proxy may take offers no engine tool: its reply is the client's.
-        offer = rounds + 1 < self.state.config.max_engine_rounds
+        offer = rounds + 1 < self.state.config.max_engine_rounds and not self.verbatim
         try:
             prepared = conversation.prepare(engine_tools=offer)
         except ContextOverflowError as exc:
             tokens = exc.prompt_tokens or self.tally.get("client_tokens", 0)
             limit = exc.limit or conversation.current.effective_window
-            raise too_long(self.protocol, tokens, limit, str(exc)) from None
+            raise too_long(self.client.protocol, tokens, limit, str(exc)) from None
         except ConfigError as exc:  # the window leaves the conversation nothing at all
             tokens = self.tally.get("client_tokens", 0)
             limit = conversation.current.effective_window
-            raise too_long(self.protocol, tokens, limit, exc.detail) from None
+            raise too_long(self.client.protocol, tokens, limit, exc.detail) from None
         missing = conversation.latest_turn_missing(prepared)
         if missing is not None:
             tokens = self.tally.get("client_tokens", 0)
             limit = conversation.current.effective_window
-            raise too_long(self.protocol, tokens, limit, f"{missing} to fit the window")
+            raise too_long(self.client.protocol, tokens, limit, f"{missing} to fit the window")
+        self.tally["estimated_upstream_tokens"] = (
+            self.tally.get("estimated_upstream_tokens", 0) + prepared.tokens
+        )
+        if self.verbatim:
+            return dict(self.client.body)
         max_tokens, clamped = conversation.reply_budget(prepared)
         if clamped:
             logger.info(
@@ -207,89 +351,61 @@ class Exchange:
                 prepared.tokens,
             )
             self.log["max_tokens_clamped"] = [self.client.max_tokens, max_tokens]
-        self.tally["estimated_upstream_tokens"] = (
-            self.tally.get("estimated_upstream_tokens", 0) + prepared.tokens
-        )
         self.log["zone"] = prepared.zone
-        return self.side.upstream_body(self.client, prepared, max_tokens=max_tokens)
-
-    def _after_reply(
-        self, conversation: Conversation, reply: RoundReply, rounds: int, visible: Callable[[], Any]
-    ) -> dict[str, Any] | None:
-        """Record one upstream reply; the next upstream body when the engine's own tools were
-        answered and the model must go on, else None once the exchange is recorded whole
-        (``visible``: what the client received, read when it is complete)."""
-        self._count(reply)
-        # A final reply and the head the client's next request will carry are one write: a
-        # crash between them would make the retry fork a session that only holds its answer.
-        final = not reply.engine_calls
-        with self.state.store.atomic() if final else contextlib.nullcontext():
-            more = conversation.add_reply(reply)
-            if not more:
-                conversation.finish(self.side.visible_digest(visible()), self.tally)
-        if more:
-            return self._body_for(conversation, rounds)
-        conversation.release()
-        self.log["rounds"] = rounds
-        return None
-
-    async def _next_body(self, conversation: Conversation, rounds: int) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(self._body_for, conversation, rounds)
-
-    async def _call(
-        self, conversation: Conversation, body: dict[str, Any], rounds: int
-    ) -> httpx.Response:
-        """The upstream's response (its body not read yet). An overflow is answered once, as
-        the engine does: learn the limit, compact hard, send the smaller request."""
-        recovered = False
-        while True:
-            response = await self._send(body)
-            if response.status_code < 400:
-                return response
-            raw = await response.aread()
-            await response.aclose()
-            overflow = self._overflow(response, raw)
-            if overflow is None or recovered:
-                raise UpstreamRefused(response, raw)
-            self.log["overflow_recovered"] = True
-            if not await anyio.to_thread.run_sync(conversation.recover, overflow):
-                raise UpstreamRefused(response, raw)
-            recovered = True
-            body = await self._next_body(conversation, rounds)
-
-    async def _send(self, body: Mapping[str, Any]) -> httpx.Response:
-        state = self.state
-        request = state.http.build_request(
-            "POST",
-            state.config.upstream_url(self.path),
-            content=json.dumps(body, ensure_ascii=False).encode(),
-            headers={**self.upstream_headers, "content-type": "application/json"},
+        request = self._carried(prepared.to_chat_request(max_tokens=max_tokens))
+        return self.upstream_side.upstream_body(
+            self.client,
+            request,
+            model=self.upstream_model,
+            stream=self.client.stream,
+            first_party=_first_party(self.upstream_protocol, self.state.config.upstream),
         )
-        self.tally["upstream_calls"] = self.tally.get("upstream_calls", 0) + 1
-        try:
-            return await state.http.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            raise ClientError(
-                f"contextfold proxy could not reach the upstream {state.config.upstream}: "
-                f"{type(exc).__name__}: {exc}",
-                status=502,
-                kind="upstream",
-            ) from None
 
-    def _overflow(self, response: httpx.Response, raw: bytes) -> ContextOverflowError | None:
-        try:
-            body: object = json.loads(raw)
-        except ValueError:
-            body = {}
-        error = error_from_response(
-            provider=self.protocol,
-            status=response.status_code,
-            body=body,
-            headers=dict(response.headers),
-            fallback_message=raw[:500].decode("utf-8", errors="replace"),
-            env_var="",
+    def _carried(self, request: ChatRequest) -> ChatRequest:
+        """``request`` without what the upstream cannot take from another provider: thinking
+        the Messages API did not sign, reasoning only OpenAI can read (each dropped with a
+        log line)."""
+        if self.upstream_protocol == self.client.protocol:
+            return request
+        if self.client.protocol == "responses" and any(has_encrypted(m) for m in request.messages):
+            self._note("encrypted reasoning and compaction items dropped", "openai-encrypted")
+        if self.upstream_protocol != "anthropic":
+            return request
+        messages = []
+        for message in request.messages:
+            kept = tuple(
+                p
+                for p in message.parts
+                if not isinstance(p, ThinkingPart) or p.signature or p.redacted_data is not None
+            )
+            if len(kept) != len(message.parts):
+                self._note("unsigned thinking dropped", "thinking")
+                message = Message(message.role, kept, meta=message.meta)
+            messages.append(message)
+        return replace(request, messages=tuple(messages))
+
+    def _note(self, what: str, key: str) -> None:
+        dropped = self.log.setdefault("dropped", [])
+        if key not in dropped:
+            dropped.append(key)
+            logger.info(
+                "%s: the upstream speaks %s, the client %s",
+                what,
+                self.upstream_protocol,
+                self.client.protocol,
+            )
+
+    def _round_reply(self, reply: ChatResponse, conversation: Conversation) -> RoundReply:
+        engine = ENGINE_TOOL_NAMES if conversation.engine_tools else frozenset()
+        calls = reply.message.tool_calls
+        return RoundReply(
+            message=reply.message,
+            usage=reply.usage,
+            raw_usage={},
+            stop=reply.stop_reason,
+            engine_calls=[c for c in calls if c.name in engine],
+            client_calls=sum(1 for c in calls if c.name not in engine),
         )
-        return error if isinstance(error, ContextOverflowError) else None
 
     def _count(self, reply: RoundReply) -> None:
         usage = reply.usage
@@ -304,128 +420,185 @@ class Exchange:
         if reply.engine_calls:
             self.tally["engine_calls"] = self.tally.get("engine_calls", 0) + len(reply.engine_calls)
 
-    def _engine_tools(self, conversation: Conversation) -> Collection[str]:
-        return ENGINE_TOOL_NAMES if conversation.engine_tools else ()
+    # -- the upstream ----------------------------------------------------------------------------
 
-    # -- answering -------------------------------------------------------------------------------
-
-    async def _plain(self, conversation: Conversation, body: dict[str, Any]) -> Response:
-        pieces: list[Any] = []
-        usage: dict[str, Any] = {}
-        rounds = 0
-        next_body: dict[str, Any] | None = body
-        while next_body is not None:
-            response = await self._call(conversation, next_body, rounds)
-            final = _json_object(await response.aread())
-            await response.aclose()
-            reply, piece = self.side.read_body(final, self._engine_tools(conversation))
-            pieces.append(piece)
-            usage = add_usage(usage, reply.raw_usage)
-            rounds += 1
-            next_body = await anyio.to_thread.run_sync(
-                self._after_reply, conversation, reply, rounds, lambda: self.side.join(pieces)
-            )
-        visible = self.side.join(pieces)
-        # Named now, after any fork: the session that holds this reply.
-        headers = {SESSION_HEADER: conversation.current.id}
-        return JSONResponse(
-            self.side.client_body(final, visible, reply.stop, usage), headers=headers
-        )
-
-    async def _stream(
-        self, conversation: Conversation, response: httpx.Response
-    ) -> AsyncIterator[bytes]:
-        relay = self.side.StreamRelay(self._engine_tools(conversation), self.client)
-        rounds = 0
-        try:
-            while True:
-                async for event, data in sse_events(response):
-                    for chunk in relay.feed(event, data):
-                        yield chunk
-                    if relay.round_over:
-                        break
-                await response.aclose()
-                if not relay.round_over:
-                    self.log["error"] = "the upstream stream ended before the reply did"
-                    return
-                reply = relay.reply()
-                rounds += 1
-                try:
-                    body = await anyio.to_thread.run_sync(
-                        self._after_reply, conversation, reply, rounds, lambda: relay.visible
-                    )
-                    if body is None:
-                        break
-                    response = await self._call(conversation, body, rounds)
-                except UpstreamRefused as refused:
-                    message = refused.body[:2000].decode("utf-8", errors="replace")
-                    yield self.side.stream_error(ClientError(message, kind="upstream"))
-                    self.log["error"] = f"upstream HTTP {refused.status} after an engine round"
-                    return
-                except ClientError as exc:
-                    yield self.side.stream_error(exc)
-                    self.log["error"] = exc.message
-                    return
-            for chunk in relay.finish(reply.stop):
-                yield chunk
-        finally:
-            await response.aclose()
-            conversation.end()
-            write_access_log(self.log, self.tally)
-
-    async def _shadow(self, conversation: Conversation) -> Response:
-        """Dry run: the client's request goes up untouched; the engine's would-be request is
-        measured and the exchange recorded."""
-        prepared = await anyio.to_thread.run_sync(conversation.prepare)
-        self.tally["estimated_upstream_tokens"] = prepared.tokens
-        response = await self._send(self.client.body)
-        if response.status_code >= 400:
-            raise UpstreamRefused(response, await response.aread())
-        if not self.client.stream:
+    async def _call(self, flow: Step, body: dict[str, Any]) -> httpx.Response:
+        """The upstream's response (its body not read yet). An overflow goes to the flow, which
+        answers with a smaller request or gives up."""
+        while True:
+            response = await self._send(body)
+            if response.status_code < 400:
+                return response
             raw = await response.aread()
             await response.aclose()
-            reply, piece = self.side.read_body(_json_object(raw), ())
-            await anyio.to_thread.run_sync(
-                self._after_reply, conversation, reply, 1, lambda: self.side.join([piece])
+            error = self.upstream_side.upstream_error(
+                response.status_code, _json_or_empty(raw), response.headers
             )
-            media = response.headers.get("content-type", "application/json")
-            headers = {SESSION_HEADER: conversation.current.id}
-            return Response(
-                raw, status_code=response.status_code, media_type=media, headers=headers
-            )
-        headers = {SESSION_HEADER: conversation.current.id}
-        return StreamingResponse(
-            self._shadow_stream(conversation, response),
-            media_type="text/event-stream",
-            headers=headers,
-        )
+            if not isinstance(error, ContextOverflowError):
+                raise UpstreamRefused(response, raw, error)
+            try:
+                step = await anyio.to_thread.run_sync(_step, flow, Overflowed(error))
+            except Unrecoverable:
+                raise UpstreamRefused(response, raw, error) from None
+            if step is None:  # a flow always answers an overflow with a body, or gives up
+                raise UpstreamRefused(response, raw, error)
+            body = step
 
-    async def _shadow_stream(
-        self, conversation: Conversation, response: httpx.Response
-    ) -> AsyncIterator[bytes]:
-        relay = self.side.StreamRelay((), self.client)
-        decoder = SSEDecoder()
+    async def _send(self, body: Mapping[str, Any]) -> httpx.Response:
+        state = self.state
+        request = state.http.build_request(
+            "POST",
+            state.config.upstream_url(self.upstream_side.UPSTREAM_PATH),
+            content=json.dumps(body, ensure_ascii=False).encode(),
+            headers={**self.upstream_headers, "content-type": "application/json"},
+        )
+        self.tally["upstream_calls"] = self.tally.get("upstream_calls", 0) + 1
         try:
-            # Decoded (a compressed stream's encoding header is not passed on), otherwise as sent.
-            async for chunk in response.aiter_bytes():
-                yield chunk
-                for event, data in decoder.feed(chunk):
-                    relay.feed(event, data)
-            if relay.round_over:
-                await anyio.to_thread.run_sync(
-                    self._after_reply, conversation, relay.reply(), 1, lambda: relay.visible
+            return await state.http.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise ClientError(
+                f"contextfold proxy could not reach the upstream {state.config.upstream}: "
+                f"{type(exc).__name__}: {exc}",
+                status=502,
+                kind="upstream",
+            ) from None
+
+    # -- the one loop ----------------------------------------------------------------------------
+
+    async def _rounds(
+        self, flow: Step, response: httpx.Response, relay: _Relay, conversation: Conversation
+    ) -> AsyncIterator[bytes]:
+        """Every round of the request, relayed to the client as one reply."""
+        try:
+            while True:
+                async for chunk, events in self._read(response):
+                    if self.verbatim:
+                        yield chunk
+                    for event in events:
+                        for out in relay.feed(event):
+                            if not self.verbatim:
+                                yield out
+                for out in relay.writer.end_round():
+                    if not self.verbatim:
+                        yield out
+                reply = self._reply
+                assert reply is not None  # _read sets it, or raises
+                await response.aclose()
+                body = await anyio.to_thread.run_sync(
+                    _step, flow, Round(reply, relay.visible_digest())
                 )
+                if body is None:
+                    break
+                response = await self._call(flow, body)
+            if not self.verbatim:
+                for out in relay.finish():
+                    yield out
+            if self.on_answered is not None:
+                self.on_answered(relay.writer)
+        except (ClientError, UpstreamRefused, StreamFailed) as exc:
+            if not self.client.stream:
+                raise  # answered by the app's error boundary, with its HTTP status
+            error = _as_client_error(exc, self.upstream_side)
+            self.log["error"] = error.message
+            if not self.verbatim:
+                for out in relay.fail(error):
+                    yield out
         finally:
             await response.aclose()
-            conversation.end()
-            write_access_log(self.log, self.tally)
+            if self.client.stream:
+                conversation.end()
+                write_access_log(self.log, self.tally)
+
+    async def _read(self, response: httpx.Response) -> AsyncIterator[tuple[bytes, list[WireEvent]]]:
+        """One upstream reply as it comes: each chunk of raw bytes (a dry run passes them on)
+        with the neutral events it completed; then :attr:`_reply` is the reply read whole."""
+        self._reply = None
+        if not self.client.stream:
+            raw = await response.aread()
+            reply = self.upstream_side.read_body(_json_object(raw))
+            self._reply = reply
+            usage = [UsageReport(reply.usage)] if reply.usage is not None else []
+            yield raw, [*events_of_message(reply.message), *usage, Finished(reply.stop_reason)]
+            return
+        decoder = self.upstream_side.decoder()
+        sse = SSEDecoder()
+        async for chunk in response.aiter_bytes():
+            yield chunk, [e for _, data in sse.feed(chunk) for e in decoder.feed_sse(data)]
+            if decoder.done:
+                break
+        yield b"", [e for _, data in sse.close() for e in decoder.feed_sse(data)]
+        if not decoder.done:
+            raise ClientError(
+                "contextfold proxy: the upstream stream ended before the reply did",
+                status=502,
+                kind="upstream",
+            )
+        self._reply = decoder.response()
+
+
+class _Relay:
+    """Neutral events of every round to the client's writer, as one reply: calls to the
+    engine's own tools held back, usage added up, the last round's stop reason at the end."""
+
+    def __init__(self, writer: ClientWriter, engine_tools: Collection[str]) -> None:
+        self.writer = writer
+        self.engine_tools = frozenset(engine_tools)
+        self.hidden: set[str] = set()
+        self.usage: Usage | None = None
+        self.stop: str | None = None
+
+    def feed(self, event: WireEvent) -> list[bytes]:
+        if isinstance(event, ToolCallStarted) and event.name in self.engine_tools:
+            self.hidden.add(event.call_id)
+            return []
+        if isinstance(event, ToolCallDelta | ToolCallDone) and event.call_id in self.hidden:
+            return []
+        if isinstance(event, UsageReport):
+            self.usage = event.usage if self.usage is None else self.usage + event.usage
+            return []
+        if isinstance(event, Finished):
+            self.stop = event.stop_reason
+            return []
+        return self.writer.feed(event)
+
+    def visible_digest(self) -> bytes:
+        return self.writer.visible_digest()
+
+    def finish(self) -> list[bytes]:
+        return self.writer.finish(self.stop, self.usage)
+
+    def fail(self, error: ClientError) -> list[bytes]:
+        return self.writer.fail(error)
+
+
+def _as_client_error(exc: Exception, upstream: WireSide) -> ClientError:
+    if isinstance(exc, ClientError):
+        return exc
+    if isinstance(exc, UpstreamRefused):
+        return client_error(exc.error, exc.status)
+    assert isinstance(exc, StreamFailed)
+    mapped = upstream.upstream_error(502, exc.body, {})
+    return client_error(mapped, 502)
+
+
+def _step(flow: Step, outcome: Round | Overflowed) -> dict[str, Any] | None:
+    """The flow's next upstream body; None when it is over (a ``StopIteration`` cannot cross
+    back from a worker thread)."""
+    try:
+        return flow.send(outcome)
+    except StopIteration:
+        return None
+
+
+def _json_or_empty(raw: bytes) -> object:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return {}
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        value = None
+    value = _json_or_empty(raw)
     if not isinstance(value, dict):
         raise ClientError(
             "contextfold proxy: the upstream answered with something that is not a JSON object",
@@ -435,12 +608,20 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     return value
 
 
-def _provider(protocol: ProtocolName, upstream: str) -> Provider:
+def _provider(exchange: Exchange) -> Provider:
     """Whose history rules and cache style requests follow: Anthropic's, OpenAI's own API's
-    (lenient), or those of any other server speaking OpenAI's protocol."""
-    if protocol == "anthropic":
+    (lenient), or those of any other server speaking OpenAI's protocols."""
+    if exchange.upstream_protocol == "anthropic":
         return "anthropic"
-    return "openai" if httpx.URL(upstream).host == "api.openai.com" else "openai-compatible"
+    host = httpx.URL(exchange.state.config.upstream).host
+    return "openai" if host == "api.openai.com" else "openai-compatible"
+
+
+def _first_party(protocol: ProtocolName, upstream: str) -> bool:
+    """True when the upstream is the protocol's own maker (it runs hosted tools, reads its
+    encrypted items)."""
+    host = httpx.URL(upstream).host
+    return host == ("api.anthropic.com" if protocol == "anthropic" else "api.openai.com")
 
 
 access_logger = logging.getLogger("contextfold.proxy.access")

@@ -1,4 +1,4 @@
-"""What both protocols share: the client's request read into neutral values, one upstream reply
+"""What every protocol shares: the client's request read into neutral values, one upstream reply
 read the same way, errors the client can read, and usage added up across rounds."""
 
 from __future__ import annotations
@@ -12,26 +12,38 @@ from contextfold.messages import Message, ToolCallPart, Usage
 from contextfold.tool_spec import ToolSpec
 
 __all__ = [
+    "PROTOCOL_OPTIONS",
     "ClientError",
     "ClientRequest",
     "MessageReader",
     "ProtocolName",
     "RoundReply",
     "add_usage",
+    "error_kind",
     "sse",
     "too_long",
 ]
 
-ProtocolName: TypeAlias = Literal["anthropic", "openai"]
+ProtocolName: TypeAlias = Literal["anthropic", "openai", "responses"]
+"""The wire protocols the proxy speaks, to clients and to upstreams: Anthropic Messages, OpenAI
+Chat Completions (``"openai"``, as sessions record it) and OpenAI Responses."""
+
+PROTOCOL_OPTIONS: dict[str, ProtocolName] = {
+    "anthropic": "anthropic",
+    "chat": "openai",
+    "responses": "responses",
+}
+"""``--upstream-protocol`` names for each protocol."""
 
 
 class ClientError(Exception):
     """A request the proxy refuses before anything is stored, answered in the client's protocol.
 
     ``kind`` is the protocol-neutral error kind: ``invalid_request``, ``authentication``,
-    ``not_found``, ``request_too_large``, ``context_length`` (the conversation does not fit the
-    window: see :func:`too_long`) or ``upstream`` (the provider could not be reached).
-    ``param`` names the request's field at fault, where one is.
+    ``not_found``, ``request_too_large``, ``rate_limit``, ``context_length`` (the conversation
+    does not fit the window: see :func:`too_long`; each protocol says so the way its clients
+    recognise) or ``upstream`` (the provider failed or could not be reached). ``param`` names
+    the request's field at fault, where one is.
     """
 
     def __init__(
@@ -79,6 +91,13 @@ class ClientRequest:
     first_user_text: str = ""
     has_system_messages: bool = False
     """True when system messages sit inside the conversation (not only before it)."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """What carries over to an upstream of another protocol, in neutral form: ``temperature``,
+    ``top_p``, ``stop`` (a list) and ``tool_choice`` (``"auto"``, ``"none"``, ``"required"``
+    or ``{"name": ...}``)."""
+    parsed: Any = None
+    """The protocol's own reading of the request, for its writer (a Responses request's
+    custom tools and namespaces)."""
 
     def read(self, start: int = 0, stop: int | None = None) -> list[list[Message]]:
         """The client's messages ``start:stop``, as neutral messages."""
@@ -117,6 +136,19 @@ def too_long(protocol: ProtocolName, tokens: int, limit: int, why: str = "") -> 
     if why:
         message += f" (contextfold proxy: {why})"
     return ClientError(message, kind="context_length")
+
+
+def error_kind(status: int) -> str:
+    """The neutral :class:`ClientError` kind of an upstream's HTTP error status."""
+    if status in (401, 403):
+        return "authentication"
+    if status == 404:
+        return "not_found"
+    if status == 413:
+        return "request_too_large"
+    if status == 429:
+        return "rate_limit"
+    return "invalid_request" if 400 <= status < 500 else "upstream"
 
 
 def add_usage(total: dict[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contextfold.engine import PreparedRequest
-from contextfold.errors import FormatError
+from contextfold.chat import ChatRequest, ChatResponse, UsageReport, WireEvent
+from contextfold.errors import FormatError, ProviderError
 from contextfold.hosts.digests import (
     ArgumentDefaults,
     call_item,
@@ -15,56 +15,55 @@ from contextfold.hosts.digests import (
     fingerprint,
     schema_defaults,
 )
-from contextfold.messages import Message
-from contextfold.proxy._wire import (
-    ClientError,
-    ClientRequest,
-    MessageReader,
-    RoundReply,
-    add_usage,
-    sse,
-)
+from contextfold.messages import Message, Usage
+from contextfold.providers.errors import error_from_response
+from contextfold.proxy._wire import ClientError, ClientRequest, MessageReader, sse
 from contextfold.tool_spec import ToolSpec
 from contextfold.wire import anthropic_request as anthropic_wire
-from contextfold.wire.anthropic import from_anthropic_message, usage_from_anthropic
+from contextfold.wire.anthropic import from_anthropic_message, parse_anthropic_response
 from contextfold.wire.anthropic_models import AnthropicRequestError, check_request
+from contextfold.wire.anthropic_request import DEFAULT_MAX_TOKENS
+from contextfold.wire.anthropic_stream import AnthropicStreamDecoder, AnthropicStreamEncoder
 
 __all__ = [
-    "StreamRelay",
-    "client_body",
+    "UPSTREAM_PATH",
+    "Writer",
+    "decoder",
     "error_body",
-    "join",
     "parse_request",
     "read_body",
-    "read_reply",
-    "stream_error",
     "upstream_body",
-    "visible_digest",
+    "upstream_error",
     "wire_digest",
+    "writer",
 ]
+
+UPSTREAM_PATH = "/v1/messages"
 
 _ENGINE_OWNED = ("messages", "system", "tools", "max_tokens")
 """Body fields the engine writes; every other field of the client's request goes up as sent."""
 
 _ERROR_TYPES = {
     "invalid_request": "invalid_request_error",
+    "context_length": "invalid_request_error",
     "authentication": "authentication_error",
     "not_found": "not_found_error",
     "request_too_large": "request_too_large",
-    "context_length": "invalid_request_error",
+    "rate_limit": "rate_limit_error",
     "upstream": "api_error",
 }
+
+_OVERFLOW_PREFIX = "prompt is too long"
+"""How the Messages API words an overflow, and what Claude Code looks for to compact."""
 
 
 def error_body(error: ClientError) -> dict[str, Any]:
     """The error as the Messages API spells one."""
     kind = _ERROR_TYPES.get(error.kind, "api_error")
-    return {"type": "error", "error": {"type": kind, "message": error.message}}
-
-
-def stream_error(error: ClientError) -> bytes:
-    """The error as an event in the middle of a Messages stream."""
-    return sse(error_body(error), "error")
+    message = error.message
+    if error.kind == "context_length" and _OVERFLOW_PREFIX not in message.lower():
+        message = f"{_OVERFLOW_PREFIX}: {message}"
+    return {"type": "error", "error": {"type": kind, "message": message}}
 
 
 def _system_text(system: Any, where: str = "system") -> str:
@@ -209,6 +208,7 @@ def parse_request(body: Any) -> ClientRequest:
     tools, raw_tools = _tools(body.get("tools"))
     defaults = schema_defaults(tools)
     return ClientRequest(
+        options=_options(body),
         protocol="anthropic",
         body=body,
         model=model,
@@ -225,18 +225,67 @@ def parse_request(body: Any) -> ClientRequest:
     )
 
 
-def upstream_body(
-    client: ClientRequest, prepared: PreparedRequest, *, max_tokens: int | None
-) -> dict[str, Any]:
-    """The body the upstream receives: the engine's view, with the client's other fields and
-    its own tool definitions as it wrote them (plus the engine's tools)."""
-    encoded = anthropic_wire.encode_request(
-        prepared.to_chat_request(max_tokens=max_tokens),
-        model=client.model,
-        inline_system=client.has_system_messages,
+def _options(body: Mapping[str, Any]) -> dict[str, Any]:
+    options = {k: body[k] for k in ("temperature", "top_p") if isinstance(body.get(k), int | float)}
+    if isinstance(body.get("stop_sequences"), list):
+        options["stop"] = [str(s) for s in body["stop_sequences"]]
+    choice = body.get("tool_choice")
+    if isinstance(choice, Mapping):
+        kind = choice.get("type")
+        if kind == "tool" and isinstance(choice.get("name"), str):
+            options["tool_choice"] = {"name": choice["name"]}
+        elif kind in ("auto", "none"):
+            options["tool_choice"] = kind
+        elif kind == "any":
+            options["tool_choice"] = "required"
+    return options
+
+
+def _tool_choice(neutral: Any) -> dict[str, Any] | None:
+    if isinstance(neutral, Mapping) and isinstance(neutral.get("name"), str):
+        return {"type": "tool", "name": neutral["name"]}
+    return {"auto": {"type": "auto"}, "none": {"type": "none"}, "required": {"type": "any"}}.get(
+        neutral if isinstance(neutral, str) else ""
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# to the upstream, and back
+# --------------------------------------------------------------------------------------------------
+
+
+def upstream_body(
+    client: ClientRequest,
+    request: ChatRequest,
+    *,
+    model: str,
+    stream: bool,
+    first_party: bool = False,
+) -> dict[str, Any]:
+    """The body the upstream receives: the engine's view. A Messages client's other fields go
+    up as it sent them, and its own tool definitions as it wrote them (plus the engine's
+    tools); a client of another protocol's options are carried over where they mean the same."""
+    encoded = anthropic_wire.encode_request(
+        request,
+        model=model,
+        inline_system=client.has_system_messages and client.protocol == "anthropic",
+        default_max_tokens=DEFAULT_MAX_TOKENS,
+    )
+    if client.protocol != "anthropic":
+        body = {k: v for k, v in encoded.items() if k != "extra_body"}
+        options = client.options
+        body.update({k: options[k] for k in ("temperature", "top_p") if k in options})
+        if options.get("stop"):
+            body["stop_sequences"] = list(options["stop"])
+        choice = _tool_choice(options.get("tool_choice"))
+        if choice is not None and body.get("tools"):
+            body["tool_choice"] = choice
+        if stream:
+            body["stream"] = True
+        return body
     body = {k: v for k, v in client.body.items() if k not in _ENGINE_OWNED}
     body.update({k: v for k, v in encoded.items() if k != "model"})
+    body["model"] = model
     tools = encoded.get("tools")
     if tools:
         body["tools"] = [_as_client_wrote(tool, client.raw_tools) for tool in tools]
@@ -253,167 +302,69 @@ def _as_client_wrote(tool: dict[str, Any], raw: Mapping[str, Mapping[str, Any]])
     return out
 
 
-def _is_engine_call(block: Mapping[str, Any], engine_tools: Collection[str]) -> bool:
-    return block.get("type") == "tool_use" and block.get("name") in engine_tools
+def decoder() -> AnthropicStreamDecoder:
+    """The reader of one streamed upstream reply."""
+    return AnthropicStreamDecoder()
 
 
-def read_reply(
-    blocks: Sequence[Mapping[str, Any]],
-    usage: Mapping[str, Any],
-    stop: str | None,
-    engine_tools: Collection[str],
-) -> tuple[RoundReply, list[dict[str, Any]]]:
-    """One upstream reply (its content blocks, usage and stop reason), and the blocks the
-    client may see."""
-    [message] = from_anthropic_message({"role": "assistant", "content": list(blocks)})
-    visible = [dict(b) for b in blocks if not _is_engine_call(b, engine_tools)]
-    engine = [c for c in message.tool_calls if c.name in engine_tools]
-    reply = RoundReply(
-        message=message,
-        usage=usage_from_anthropic(usage),
-        raw_usage=dict(usage),
-        stop=stop,
-        engine_calls=engine,
-        client_calls=sum(1 for b in visible if b.get("type") == "tool_use"),
-    )
-    return reply, visible
+def read_body(body: Mapping[str, Any]) -> ChatResponse:
+    """A non-streamed upstream reply."""
+    message, usage, stop = parse_anthropic_response(body)
+    model = body.get("model")
+    return ChatResponse(message, usage, stop, str(model) if isinstance(model, str) else None)
 
 
-def read_body(
-    body: Mapping[str, Any], engine_tools: Collection[str]
-) -> tuple[RoundReply, list[dict[str, Any]]]:
-    """A non-streaming upstream response, read like one streamed round."""
-    content = body.get("content")
-    blocks = [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
-    usage = body.get("usage")
-    return read_reply(
-        blocks, usage if isinstance(usage, Mapping) else {}, body.get("stop_reason"), engine_tools
+def upstream_error(status: int, body: object, headers: Mapping[str, str]) -> ProviderError:
+    """The error an upstream's HTTP error stands for (an overflow recognised by its wording)."""
+    return error_from_response(
+        provider="anthropic",
+        status=status,
+        body=body,
+        headers=dict(headers),
+        fallback_message=json.dumps(body)[:500] if body else f"HTTP {status}",
+        env_var="",
     )
 
 
-def join(pieces: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The client's one message from every round's visible blocks."""
-    return [block for piece in pieces for block in piece]
+# --------------------------------------------------------------------------------------------------
+# to the client
+# --------------------------------------------------------------------------------------------------
 
 
-def visible_digest(blocks: Sequence[Mapping[str, Any]]) -> bytes:
-    """The digest of the reply as the client will send it back."""
-    return wire_digest({"role": "assistant", "content": list(blocks)})
+class Writer:
+    """The reply as a Messages client reads it, streamed or whole, from neutral events."""
+
+    def __init__(self, client: ClientRequest, model: str) -> None:
+        self.encoder = AnthropicStreamEncoder(model=model)
+        self.defaults = schema_defaults(client.tools)
+
+    def feed(self, event: WireEvent) -> list[bytes]:
+        return [_sse(e) for e in self.encoder.feed(event)]
+
+    def end_round(self) -> list[bytes]:
+        return [_sse(e) for e in self.encoder.close_block()]
+
+    def finish(self, stop: str | None, usage: Usage | None) -> list[bytes]:
+        if usage is not None:
+            self.encoder.feed(UsageReport(usage))
+        return [_sse(e) for e in self.encoder.finish(stop)]
+
+    def fail(self, error: ClientError) -> list[bytes]:
+        failed = error_body(error)["error"]
+        return [_sse(e) for e in self.encoder.fail(failed["message"], kind=failed["type"])]
+
+    def body(self) -> dict[str, Any]:
+        return self.encoder.response()
+
+    def visible_digest(self) -> bytes:
+        """The digest of the reply as the client will send it back."""
+        return wire_digest({"role": "assistant", "content": self.encoder.content}, self.defaults)
 
 
-def client_body(
-    final: Mapping[str, Any],
-    blocks: Sequence[Mapping[str, Any]],
-    stop: str | None,
-    usage: Mapping[str, Any],
-) -> dict[str, Any]:
-    """The response the client gets: the last upstream reply, carrying every round's visible
-    blocks and the usage of all of them."""
-    return {**final, "content": list(blocks), "stop_reason": stop, "usage": dict(usage)}
+def writer(client: ClientRequest, model: str) -> Writer:
+    """The writer of one reply to ``client``."""
+    return Writer(client, model)
 
 
-class StreamRelay:
-    """Passes an upstream stream on to the client, round after round, as one message.
-
-    Calls to the engine's tools are held back; block indexes are renumbered so the client sees
-    one contiguous message however many upstream replies it took. Each round is read whole as
-    it passes (:meth:`reply`), for the transcript.
-    """
-
-    def __init__(self, engine_tools: Collection[str], client: ClientRequest) -> None:
-        self.engine_tools = frozenset(engine_tools)
-        self.visible: list[dict[str, Any]] = []
-        self.round_over = False
-        self.usage: dict[str, Any] = {}
-        self.started = False
-        self._next_index = 0
-        self._begin_round()
-
-    def _begin_round(self) -> None:
-        self._blocks: dict[int, dict[str, Any]] = {}
-        self._json: dict[int, str] = {}
-        self._hidden: set[int] = set()
-        self._index: dict[int, int] = {}
-        self._round_usage: dict[str, Any] = {}
-        self._stop: str | None = None
-        self.round_over = False
-
-    def feed(self, event: str | None, text: str) -> list[bytes]:
-        """The bytes to pass on for one upstream event (none for what is held back);
-        :attr:`round_over` turns true at the reply's end."""
-        data = json.loads(text)
-        if not isinstance(data, dict):
-            return []
-        kind = data.get("type", event)
-        if kind == "message_start":
-            self._round_usage = dict(data.get("message", {}).get("usage") or {})
-            if self.started:
-                return []
-            self.started = True
-            return [sse(data, "message_start")]
-        if kind == "content_block_start":
-            index = int(data["index"])
-            block = dict(data.get("content_block") or {})
-            self._blocks[index] = block
-            if _is_engine_call(block, self.engine_tools):
-                self._hidden.add(index)
-                return []
-            self._index[index] = self._next_index
-            self._next_index += 1
-            return [sse({**data, "index": self._index[index]}, "content_block_start")]
-        if kind in ("content_block_delta", "content_block_stop"):
-            index = int(data["index"])
-            if kind == "content_block_delta":
-                self._accumulate(index, data.get("delta") or {})
-            else:
-                self._close_block(index)
-            if index in self._hidden or index not in self._index:
-                return []
-            return [sse({**data, "index": self._index[index]}, str(kind))]
-        if kind == "message_delta":
-            self._stop = (data.get("delta") or {}).get("stop_reason")
-            self._round_usage.update(data.get("usage") or {})
-            return []
-        if kind == "message_stop":
-            self.round_over = True
-            return []
-        return [sse(data, str(kind))]  # ping, error, and events this relay does not know
-
-    def _accumulate(self, index: int, delta: Mapping[str, Any]) -> None:
-        block = self._blocks.setdefault(index, {"type": "text", "text": ""})
-        kind = delta.get("type")
-        if kind == "text_delta":
-            block["text"] = block.get("text", "") + str(delta.get("text", ""))
-        elif kind == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + str(delta.get("thinking", ""))
-        elif kind == "signature_delta":
-            block["signature"] = delta.get("signature")
-        elif kind == "input_json_delta":
-            self._json[index] = self._json.get(index, "") + str(delta.get("partial_json", ""))
-
-    def _close_block(self, index: int) -> None:
-        block = self._blocks.get(index)
-        if block is None or block.get("type") != "tool_use" or index not in self._json:
-            return
-        text = self._json.pop(index)
-        try:
-            block["input"] = json.loads(text) if text.strip() else {}
-        except ValueError:
-            block["input"] = text  # kept verbatim: the transcript shows what the model sent
-
-    def reply(self) -> RoundReply:
-        """The round just streamed, read whole; its visible blocks join the client's message."""
-        blocks = [self._blocks[i] for i in sorted(self._blocks)]
-        reply, visible = read_reply(blocks, self._round_usage, self._stop, self.engine_tools)
-        self.visible.extend(visible)
-        self.usage = add_usage(self.usage, self._round_usage)
-        self._begin_round()
-        return reply
-
-    def finish(self, stop: str | None) -> list[bytes]:
-        """The end of the client's message: the last stop reason and every round's usage."""
-        delta = {"stop_reason": stop, "stop_sequence": None}
-        return [
-            sse({"type": "message_delta", "delta": delta, "usage": self.usage}, "message_delta"),
-            sse({"type": "message_stop"}, "message_stop"),
-        ]
+def _sse(event: Mapping[str, Any]) -> bytes:
+    return sse(event, str(event["type"]))

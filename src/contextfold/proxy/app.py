@@ -15,22 +15,26 @@ import httpx
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 from contextfold.errors import ContextfoldError
 from contextfold.private_files import open_private
-from contextfold.proxy import anthropic_side, openai_side
+from contextfold.proxy import anthropic_side, openai_side, responses_side
 from contextfold.proxy._engines import Engines, ProxyStore
 from contextfold.proxy._exchange import (
+    ANSWERED_KEPT,
     SESSION_HEADER,
+    ClientWriter,
     Exchange,
     ProxyState,
     UpstreamRefused,
     WireSide,
+    client_error,
     write_access_log,
 )
 from contextfold.proxy._identity import ANONYMOUS, tenant_of
-from contextfold.proxy._wire import ClientError, ProtocolName
+from contextfold.proxy._wire import PROTOCOL_OPTIONS, ClientError, ClientRequest, ProtocolName
 from contextfold.proxy.config import ProxyConfig
 from contextfold.proxy.sessions import proxied_sessions
 from contextfold.store import open_store
@@ -54,7 +58,14 @@ _FORWARDED_HEADERS = (
 """Request headers the upstream receives as the client sent them (credentials included: the
 proxy holds none of its own)."""
 
-_SIDES: dict[ProtocolName, WireSide] = {"anthropic": anthropic_side, "openai": openai_side}
+_SIDES: dict[ProtocolName, WireSide] = {
+    "anthropic": anthropic_side,
+    "openai": openai_side,
+    "responses": responses_side,
+}
+
+_FALLBACKS: tuple[ProtocolName, ...] = ("openai", "anthropic", "responses")
+"""The protocols tried, after the client's own, on an upstream that does not serve that one."""
 
 
 def _credential(request: Request) -> str | None:
@@ -67,8 +78,27 @@ def _credential(request: Request) -> str | None:
     return request.headers.get(AUTH_HEADER)
 
 
-def _error(protocol: ProtocolName, error: ClientError) -> JSONResponse:
+def _error(protocol: ProtocolName, error: ClientError, run: Exchange | None = None) -> Response:
+    """``error`` in the client's protocol. A streamed Responses request that overflows gets it
+    as a stream ending in ``response.failed``: Codex compacts on that, not on an HTTP 400."""
+    if (
+        run is not None
+        and protocol == "responses"
+        and run.client.stream
+        and error.kind == "context_length"
+        and run.writer is not None
+    ):
+        return StreamingResponse(iter(run.writer.fail(error)), media_type="text/event-stream")
     return JSONResponse(_SIDES[protocol].error_body(error), status_code=error.status)
+
+
+def _refused(protocol: ProtocolName, refused: UpstreamRefused, run: Exchange | None) -> Response:
+    """The upstream's error: as it came to a client of the upstream's protocol, else in the
+    client's own."""
+    same = run is not None and run.upstream_protocol == protocol
+    if same and not (protocol == "responses" and run is not None and run.client.stream):
+        return refused.to_response()
+    return _error(protocol, client_error(refused.error, refused.status), run)
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -115,12 +145,17 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
-def create_app(config: ProxyConfig) -> Starlette:
+def create_app(
+    config: ProxyConfig, *, upstream_transport: httpx.AsyncBaseTransport | None = None
+) -> Starlette:
     """The proxy as an ASGI application (run it with uvicorn, or ``contextfold proxy``).
 
     The store, the engines and the upstream HTTP client are made at startup and closed at
     shutdown; between requests the proxy keeps nothing a request needs that is not in the store,
     so several workers (or machines sharing PostgreSQL) can serve the same clients.
+    ``upstream_transport`` replaces the network to the upstream (``httpx.ASGITransport(app)``
+    drives a scripted upstream in process: with the proxy itself behind another
+    ``httpx.ASGITransport``, a test needs no socket and no server thread).
     """
     holder: dict[str, ProxyState] = {}
 
@@ -128,7 +163,7 @@ def create_app(config: ProxyConfig) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         store: ProxyStore = open_store(config.store)
         timeout = httpx.Timeout(config.upstream_timeout, connect=30.0)
-        async with httpx.AsyncClient(timeout=timeout) as http:
+        async with httpx.AsyncClient(timeout=timeout, transport=upstream_transport) as http:
             state = ProxyState(config, store, Engines(config, store), http, config.salt())
             holder["state"] = state
             try:
@@ -162,10 +197,10 @@ def create_app(config: ProxyConfig) -> Starlette:
                 request.state.log = log
                 response = await handler(request, state())
             except ClientError as exc:
-                response = _error(protocol, exc)
+                response = _error(protocol, exc, getattr(request.state, "exchange", None))
                 log["error"] = exc.message
             except UpstreamRefused as refused:
-                response = refused.to_response()
+                response = _refused(protocol, refused, getattr(request.state, "exchange", None))
                 log["error"] = f"upstream HTTP {refused.status}"
             except ContextfoldError as exc:
                 logger.warning("request failed: %s", exc)
@@ -189,22 +224,77 @@ def create_app(config: ProxyConfig) -> Starlette:
     async def exchange(protocol: ProtocolName, request: Request, state: ProxyState) -> Response:
         raw = await _read_body(request, config.max_request_bytes)
         client = _SIDES[protocol].parse_request(_parse_json(raw))
+        tenant = tenant_of(_credential(request), state.salt)
         log: dict[str, Any] = request.state.log
-        log.update(protocol=protocol, model=client.model, stream=client.stream)
-        run = Exchange(
-            state=state,
-            side=_SIDES[protocol],
-            protocol=protocol,
-            path=request.url.path,
-            client=client,
-            upstream_headers=_forwarded(request),
-            tenant=tenant_of(_credential(request), state.salt),
-            explicit_session=request.headers.get(SESSION_HEADER),
-            log=log,
+        upstream_model = config.model or client.model
+        log.update(protocol=protocol, model=client.model, stream=client.stream, tenant=tenant)
+        if upstream_model != client.model:
+            log["upstream_model"] = upstream_model
+        passthrough = False
+        if protocol == "responses":
+            client, passthrough = _continued(state, tenant, client)
+        for upstream_protocol in _upstream_protocols(state, protocol):
+            if passthrough and upstream_protocol != "responses":
+                raise ClientError(
+                    "previous_response_id: not a response this contextfold proxy answered (it "
+                    "keeps the last few hundred), and the upstream does not speak the Responses "
+                    "API that could: send the whole input instead"
+                )
+            run = Exchange(
+                state=state,
+                client_side=_SIDES[protocol],
+                upstream_side=_SIDES[upstream_protocol],
+                upstream_protocol=upstream_protocol,
+                upstream_model=upstream_model,
+                client=client,
+                upstream_headers=_forwarded(request),
+                tenant=tenant,
+                explicit_session=request.headers.get(SESSION_HEADER),
+                log=log,
+                on_answered=_remember(state, tenant, client) if protocol == "responses" else None,
+                passthrough=passthrough,
+            )
+            request.state.exchange = run
+            request.state.tally = run.tally
+            log["upstream_protocol"] = upstream_protocol
+            try:
+                response = await run.run()
+            except UpstreamRefused as refused:
+                if not _not_served(state, upstream_protocol, refused):
+                    raise
+                continue
+            state.served.setdefault(upstream_protocol, True)
+            return response
+        raise ClientError(
+            f"contextfold proxy: the upstream {config.upstream} serves none of the Messages, "
+            "Chat Completions and Responses APIs (each answered 404): check --upstream",
+            status=502,
+            kind="upstream",
         )
-        log["tenant"] = run.tenant
-        request.state.tally = run.tally
-        return await run.run()
+
+    def _upstream_protocols(state: ProxyState, protocol: ProtocolName) -> list[ProtocolName]:
+        """The upstream protocols to try, in order: the one configured, else the client's own
+        unless the upstream was found not to serve it, then the others."""
+        if config.upstream_protocol is not None:
+            return [PROTOCOL_OPTIONS[config.upstream_protocol]]
+        ordered = [protocol, *(p for p in _FALLBACKS if p != protocol)]
+        return [p for p in ordered if state.served.get(p, True)]
+
+    def _not_served(state: ProxyState, tried: ProtocolName, refused: UpstreamRefused) -> bool:
+        """True (and remembered) when the upstream does not serve ``tried``'s path at all: a
+        404 or 405 that is not about a model (Ollama answers 404 for an unknown model)."""
+        if config.upstream_protocol is not None or state.served.get(tried):
+            return False
+        text = refused.body[:2000].decode("utf-8", errors="replace").lower()
+        if refused.status == 405 or (refused.status == 404 and "model" not in text):
+            logger.warning(
+                "the upstream does not serve %s (HTTP %s): trying another protocol",
+                _SIDES[tried].UPSTREAM_PATH,
+                refused.status,
+            )
+            state.served[tried] = False
+            return True
+        return False
 
     async def messages(request: Request, state: ProxyState) -> Response:
         return await exchange("anthropic", request, state)
@@ -212,8 +302,11 @@ def create_app(config: ProxyConfig) -> Starlette:
     async def chat_completions(request: Request, state: ProxyState) -> Response:
         return await exchange("openai", request, state)
 
+    async def responses(request: Request, state: ProxyState) -> Response:
+        return await exchange("responses", request, state)
+
     async def passthrough(request: Request, state: ProxyState) -> Response:
-        """``count_tokens`` and ``/v1/models``: the client's question, asked upstream as is."""
+        """The client's question, asked upstream as is."""
         body = await _read_body(request, config.max_request_bytes)
         url = config.upstream_url(request.url.path)
         if request.url.query:
@@ -233,6 +326,45 @@ def create_app(config: ProxyConfig) -> Starlette:
             ) from None
         media = response.headers.get("content-type", "application/json")
         return Response(response.content, status_code=response.status_code, media_type=media)
+
+    async def count_tokens(request: Request, state: ProxyState) -> Response:
+        """Asked upstream when it speaks the Messages API; else counted here, with the
+        tokenizer of the model the proxy plans for."""
+        if _upstream_protocols(state, "anthropic")[0] == "anthropic" and not config.model:
+            return await passthrough(request, state)
+        raw = await _read_body(request, config.max_request_bytes)
+        body = _parse_json(raw)
+        if isinstance(body, dict):
+            body = {"max_tokens": 1, **body}
+        client = anthropic_side.parse_request(body)
+        count = await anyio.to_thread.run_sync(_count, state, client)
+        return JSONResponse({"input_tokens": count})
+
+    def _count(state: ProxyState, client: ClientRequest) -> int:
+        upstream = _upstream_protocols(state, "anthropic")[0]
+        made = state.engines.for_model(
+            config.model or client.model, "anthropic" if upstream == "anthropic" else "openai"
+        )
+        return state.engines.client_tokens.count(made.engine.counter, client)
+
+    async def models(request: Request, state: ProxyState) -> Response:
+        """The upstream's models, in the client's protocol (``--model`` first when given)."""
+        protocol: ProtocolName = "anthropic" if "anthropic-version" in request.headers else "openai"
+        if _upstream_protocols(state, protocol)[0] == protocol and not config.model:
+            return await passthrough(request, state)
+        names: list[str] = [config.model] if config.model else []
+        try:
+            response = await state.http.get(
+                config.upstream_url("/v1/models"), headers=_forwarded(request, json_body=False)
+            )
+            listed = response.json().get("data") if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            listed = None
+        for entry in listed if isinstance(listed, list) else []:
+            name = entry.get("id") if isinstance(entry, dict) else None
+            if isinstance(name, str) and name not in names:
+                names.append(name)
+        return JSONResponse(_model_list(protocol, names))
 
     async def sessions(request: Request, state: ProxyState) -> Response:
         tenant = tenant_of(_credential(request), state.salt)
@@ -255,17 +387,114 @@ def create_app(config: ProxyConfig) -> Starlette:
     async def health(request: Request, state: ProxyState) -> Response:
         return JSONResponse({"ok": True, "upstream": config.upstream, "dry_run": config.dry_run})
 
+    async def no_websocket(request: Request, state: ProxyState) -> Response:
+        """A WebSocket upgrade (or a GET) on ``/v1/responses``: refused at once, so that Codex
+        falls back to HTTP without retrying (``supports_websockets = false`` avoids even this)."""
+        logger.warning(
+            "refused a %s on %s: contextfold proxy serves the Responses API over HTTP only "
+            "(set supports_websockets = false in Codex's provider)",
+            "WebSocket upgrade"
+            if "websocket" in request.headers.get("upgrade", "").lower()
+            else "GET",
+            request.url.path,
+        )
+        raise ClientError(
+            "contextfold proxy serves the Responses API over HTTP POST only (no WebSocket)",
+            status=404,
+            kind="not_found",
+        )
+
+    async def unknown(request: Request, state: ProxyState) -> Response:
+        """Any other path: refused, and logged (a client speaking an API the proxy lacks)."""
+        logger.warning(
+            "no such endpoint: %s %s (contextfold proxy serves /v1/messages, "
+            "/v1/chat/completions and /v1/responses)",
+            request.method,
+            request.url.path,
+        )
+        raise ClientError(
+            f"contextfold proxy has no endpoint {request.method} {request.url.path}",
+            status=404,
+            kind="not_found",
+        )
+
     routes = [
         Route("/v1/messages", guarded("anthropic", messages), methods=["POST"]),
-        Route("/v1/messages/count_tokens", guarded("anthropic", passthrough), methods=["POST"]),
+        Route("/v1/messages/count_tokens", guarded("anthropic", count_tokens), methods=["POST"]),
         Route("/v1/chat/completions", guarded("openai", chat_completions), methods=["POST"]),
-        Route("/v1/models", guarded("openai", passthrough), methods=["GET"]),
+        Route("/v1/responses", guarded("responses", responses), methods=["POST"]),
+        Route("/v1/responses", guarded("responses", no_websocket), methods=["GET"]),
+        WebSocketRoute("/v1/responses", _refuse_websocket),
+        Route("/v1/models", guarded("openai", models), methods=["GET"]),
         Route("/contextfold/sessions", guarded("openai", sessions), methods=["GET"]),
         Route("/contextfold/health", guarded("openai", health), methods=["GET"]),
         # Some clients probe the base URL before their first request (Claude Code sends HEAD /).
         Route("/", guarded("openai", health), methods=["GET", "HEAD"]),
+        Route("/{path:path}", guarded("openai", unknown), methods=_ANY_METHOD),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
+
+
+_ANY_METHOD = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+async def _refuse_websocket(websocket: WebSocket) -> None:
+    """The WebSocket handshake on ``/v1/responses``, refused (HTTP 403) without waiting."""
+    logger.warning(
+        "refused a WebSocket on %s: contextfold proxy serves the Responses API over HTTP only "
+        "(set supports_websockets = false in Codex's provider)",
+        websocket.url.path,
+    )
+    await websocket.close(code=1008)
+
+
+def _model_list(protocol: ProtocolName, names: list[str]) -> dict[str, Any]:
+    """A ``/v1/models`` answer in the protocol's own shape."""
+    if protocol == "anthropic":
+        data = [
+            {"type": "model", "id": n, "display_name": n, "created_at": "1970-01-01T00:00:00Z"}
+            for n in names
+        ]
+        return {
+            "data": data,
+            "has_more": False,
+            "first_id": names[0] if names else None,
+            "last_id": names[-1] if names else None,
+        }
+    listed: list[dict[str, Any]] = [
+        {"id": n, "object": "model", "created": 0, "owned_by": "contextfold"} for n in names
+    ]
+    return {"object": "list", "data": listed}
+
+
+def _continued(state: ProxyState, tenant: str, client: ClientRequest) -> tuple[ClientRequest, bool]:
+    """A Responses request with ``previous_response_id``: its conversation continued when this
+    proxy answered that response; else the request as sent, and True: it goes upstream as it
+    is (the history lives where that response was made)."""
+    previous = client.parsed.previous_response_id if client.parsed is not None else None
+    if not previous:
+        return client, False
+    earlier = state.answered.get((tenant, previous))
+    if earlier is None:
+        logger.info("previous_response_id %s is not this proxy's: passed through", previous)
+        return client, True
+    return responses_side.with_history(client, earlier), False
+
+
+def _remember(
+    state: ProxyState, tenant: str, client: ClientRequest
+) -> Callable[[ClientWriter], None]:
+    """What records a Responses reply for a later ``previous_response_id``."""
+
+    def remember(writer: ClientWriter) -> None:
+        if not isinstance(writer, responses_side.Writer):
+            return
+        history = [m for group in client.read() for m in group]
+        state.answered[(tenant, writer.response_id)] = [*history, *writer.reply_messages()]
+        while len(state.answered) > ANSWERED_KEPT:
+            del state.answered[next(iter(state.answered))]
+
+    return remember
 
 
 def _forwarded(request: Request, *, json_body: bool = True) -> dict[str, str]:

@@ -13,6 +13,7 @@ from contextfold.compaction.pipeline import preset_named
 from contextfold.errors import ConfigError
 from contextfold.paths import data_dir
 from contextfold.private_files import make_private_dir, open_private
+from contextfold.proxy._wire import PROTOCOL_OPTIONS
 
 __all__ = ["AUTH_KEY_ENV", "CONFIG_ENV", "SALT_ENV", "ProxyConfig"]
 
@@ -34,16 +35,21 @@ class ProxyConfig:
     """How ``contextfold proxy`` runs.
 
     ``upstream`` is the provider's base URL (``https://api.anthropic.com``, or one ending in
-    ``/v1`` such as ``http://127.0.0.1:11434/v1``); each endpoint forwards to the same path
-    there. ``window`` is the context window requests are planned against, for every model
-    (required for models the registry does not know); ``model`` names a registry entry whose
-    window and tokenizer apply whatever model the client asks for. ``store`` is a path or URL
+    ``/v1`` such as ``http://127.0.0.1:11434/v1``). ``upstream_protocol`` is the API it speaks
+    (``anthropic``, ``chat`` or ``responses``); ``None`` detects it: the client's own protocol
+    first, and when the upstream answers that path with 404, the others in turn (remembered for
+    the process). A client of any protocol then works in front of an upstream of any other.
+    ``window`` is the context window requests are planned against, for every model (required
+    for models the registry does not know); ``model`` is the upstream's model: every request
+    goes to it whatever model the client names, and is planned against its window and
+    tokenizer. ``store`` is a path or URL
     for :func:`contextfold.store.open_store` (``None``: the default store). ``auth_key``, when
     set, must be presented by every client (``X-Contextfold-Key``, or as its API key).
     ``dry_run`` forwards every request untouched and records what the engine would have sent.
     """
 
     upstream: str
+    upstream_protocol: str | None = None
     window: int | None = None
     model: str | None = None
     store: str | Path | None = None
@@ -67,6 +73,11 @@ class ProxyConfig:
             raise ConfigError(
                 "upstream",
                 f"expected an http(s) URL such as https://api.anthropic.com, got {self.upstream!r}",
+            )
+        if self.upstream_protocol is not None and self.upstream_protocol not in PROTOCOL_OPTIONS:
+            raise ConfigError(
+                "upstream_protocol",
+                f"expected one of {', '.join(PROTOCOL_OPTIONS)}, got {self.upstream_protocol!r}",
             )
         if self.window is not None and self.window < 1_024:
             raise ConfigError("window", f"must be at least 1024 tokens, got {self.window}")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contextfold.engine import PreparedRequest
-from contextfold.errors import FormatError
+from contextfold.chat import ChatRequest, ChatResponse, UsageReport, WireEvent
+from contextfold.errors import FormatError, ProviderError
 from contextfold.hosts.digests import (
     ArgumentDefaults,
     call_item,
@@ -15,33 +15,29 @@ from contextfold.hosts.digests import (
     fingerprint,
     schema_defaults,
 )
-from contextfold.messages import Message
-from contextfold.proxy._wire import (
-    ClientError,
-    ClientRequest,
-    MessageReader,
-    RoundReply,
-    add_usage,
-    sse,
-)
+from contextfold.messages import Message, Usage
+from contextfold.providers.errors import error_from_response
+from contextfold.proxy._wire import ClientError, ClientRequest, MessageReader, sse
 from contextfold.tool_spec import ToolSpec
 from contextfold.wire import chat_completions_request as openai_wire
-from contextfold.wire.chat_completions import from_openai_message, usage_from_openai
+from contextfold.wire.chat_completions import from_openai_message, parse_openai_response
 from contextfold.wire.chat_completions_models import ChatRequestError, check_request
+from contextfold.wire.chat_completions_stream import ChatStreamDecoder, ChatStreamEncoder
 
 __all__ = [
-    "StreamRelay",
-    "client_body",
+    "UPSTREAM_PATH",
+    "Writer",
+    "decoder",
     "error_body",
-    "join",
     "parse_request",
     "read_body",
-    "read_reply",
-    "stream_error",
     "upstream_body",
-    "visible_digest",
+    "upstream_error",
     "wire_digest",
+    "writer",
 ]
+
+UPSTREAM_PATH = "/v1/chat/completions"
 
 _ENGINE_OWNED = ("messages", "tools", "max_tokens", "max_completion_tokens", "stream_options")
 """Body fields the engine writes; every other field of the client's request goes up as sent."""
@@ -50,10 +46,11 @@ _SYSTEM_ROLES = ("system", "developer")
 
 _ERROR_TYPES = {
     "invalid_request": ("invalid_request_error", None),
+    "context_length": ("invalid_request_error", "context_length_exceeded"),
+    "rate_limit": ("rate_limit_error", "rate_limit_exceeded"),
     "authentication": ("authentication_error", "invalid_api_key"),
     "not_found": ("invalid_request_error", "not_found"),
     "request_too_large": ("invalid_request_error", "request_too_large"),
-    "context_length": ("invalid_request_error", "context_length_exceeded"),
     "upstream": ("api_error", None),
 }
 
@@ -62,11 +59,6 @@ def error_body(error: ClientError) -> dict[str, Any]:
     """The error as the Chat Completions API spells one."""
     kind, code = _ERROR_TYPES.get(error.kind, ("api_error", None))
     return {"error": {"message": error.message, "type": kind, "param": error.param, "code": code}}
-
-
-def stream_error(error: ClientError) -> bytes:
-    """The error as a chunk in the middle of a Chat Completions stream."""
-    return sse(error_body(error))
 
 
 def _tools(raw: Any) -> tuple[list[ToolSpec], dict[str, Mapping[str, Any]]]:
@@ -182,6 +174,7 @@ def parse_request(body: Any) -> ClientRequest:
     tools, raw_tools = _tools(body.get("tools"))
     first_user = next((m for m in conversation if m.get("role") == "user"), None)
     return ClientRequest(
+        options=_options(body),
         protocol="openai",
         body=body,
         model=model,
@@ -198,228 +191,144 @@ def parse_request(body: Any) -> ClientRequest:
     )
 
 
+def _options(body: Mapping[str, Any]) -> dict[str, Any]:
+    options = {k: body[k] for k in ("temperature", "top_p") if isinstance(body.get(k), int | float)}
+    stop = body.get("stop")
+    if isinstance(stop, str):
+        options["stop"] = [stop]
+    elif isinstance(stop, list):
+        options["stop"] = [str(s) for s in stop]
+    choice = body.get("tool_choice")
+    if choice in ("auto", "none", "required"):
+        options["tool_choice"] = choice
+    elif isinstance(choice, Mapping):
+        name = (choice.get("function") or {}).get("name")
+        if isinstance(name, str):
+            options["tool_choice"] = {"name": name}
+    return options
+
+
+def _tool_choice(neutral: Any) -> Any:
+    if isinstance(neutral, Mapping) and isinstance(neutral.get("name"), str):
+        return {"type": "function", "function": {"name": neutral["name"]}}
+    return neutral if neutral in ("auto", "none", "required") else None
+
+
+# --------------------------------------------------------------------------------------------------
+# to the upstream, and back
+# --------------------------------------------------------------------------------------------------
+
+
 def upstream_body(
-    client: ClientRequest, prepared: PreparedRequest, *, max_tokens: int | None
+    client: ClientRequest,
+    request: ChatRequest,
+    *,
+    model: str,
+    stream: bool,
+    first_party: bool = False,
 ) -> dict[str, Any]:
-    """The body the upstream receives: the engine's view, with the client's other fields (its
-    ``tool_choice`` included) and its own tool definitions as it wrote them."""
+    """The body the upstream receives: the engine's view. A Chat client's other fields (its
+    ``tool_choice`` included) go up as it sent them, and its own tool definitions as it wrote
+    them; a client of another protocol's options are carried over where they mean the same.
+    Earlier reasoning goes back as ``reasoning_content`` (llama.cpp, vLLM and DeepSeek read
+    it; other servers ignore the field)."""
+    same = client.protocol == "openai"
     encoded = openai_wire.encode_request(
-        prepared.to_chat_request(max_tokens=max_tokens),
-        model=client.model,
-        max_tokens_field=client.max_tokens_field or "max_tokens",  # type: ignore[arg-type]
+        request,
+        model=model,
+        max_tokens_field=(client.max_tokens_field if same else None)  # type: ignore[arg-type]
+        or "max_tokens",
+        include_reasoning=not same,
     )
-    body = dict(encoded)
-    body.update({k: v for k, v in client.body.items() if k not in _ENGINE_OWNED})
-    if "tools" in encoded:
-        body["tools"] = [client.raw_tools.get(t["function"]["name"], t) for t in encoded["tools"]]
-    if client.stream:
+    encoded.pop("extra_body", None)
+    if same:
+        body = dict(encoded)
+        body.update({k: v for k, v in client.body.items() if k not in _ENGINE_OWNED})
+        body["model"] = model
+        if "tools" in encoded:
+            body["tools"] = [
+                client.raw_tools.get(t["function"]["name"], t) for t in encoded["tools"]
+            ]
+    else:
+        body = encoded
+        options = client.options
+        body.update({k: options[k] for k in ("temperature", "top_p") if k in options})
+        if options.get("stop"):
+            body["stop"] = list(options["stop"])
+        choice = _tool_choice(options.get("tool_choice"))
+        if choice is not None and body.get("tools"):
+            body["tool_choice"] = choice
+    if stream:
+        body["stream"] = True
         # The engine anchors its estimates on the usage the upstream reports.
-        body["stream_options"] = {
-            **(client.body.get("stream_options") or {}),
-            "include_usage": True,
-        }
+        asked = client.body.get("stream_options") if same else None
+        body["stream_options"] = {**(asked or {}), "include_usage": True}
     return body
 
 
-def _is_engine_call(call: Mapping[str, Any], engine_tools: Collection[str]) -> bool:
-    return (call.get("function") or {}).get("name") in engine_tools
+def decoder() -> ChatStreamDecoder:
+    """The reader of one streamed upstream reply."""
+    return ChatStreamDecoder()
 
 
-def read_reply(
-    message: Mapping[str, Any],
-    usage: Mapping[str, Any],
-    stop: str | None,
-    engine_tools: Collection[str],
-) -> tuple[RoundReply, dict[str, Any]]:
-    """One upstream reply (its message, usage and finish reason), and the part of the message
-    the client may see."""
-    full = from_openai_message({**message, "role": "assistant"})
-    calls = [c for c in message.get("tool_calls") or [] if not _is_engine_call(c, engine_tools)]
-    visible = {k: v for k, v in message.items() if k != "tool_calls"}
-    if calls:
-        visible["tool_calls"] = calls
-    reply = RoundReply(
-        message=full,
-        usage=usage_from_openai(usage),
-        raw_usage=dict(usage),
-        stop=stop,
-        engine_calls=[c for c in full.tool_calls if c.name in engine_tools],
-        client_calls=len(calls),
-    )
-    return reply, visible
+def read_body(body: Mapping[str, Any]) -> ChatResponse:
+    """A non-streamed upstream reply."""
+    try:
+        message, usage, stop = parse_openai_response(body)
+    except FormatError as exc:
+        raise ClientError(f"contextfold proxy: the upstream's reply: {exc}", status=502) from None
+    model = body.get("model")
+    return ChatResponse(message, usage, stop, str(model) if isinstance(model, str) else None)
 
 
-def read_body(
-    body: Mapping[str, Any], engine_tools: Collection[str]
-) -> tuple[RoundReply, dict[str, Any]]:
-    """A non-streaming upstream response, read like one streamed round."""
-    choices = body.get("choices") or [{}]
-    choice = choices[0] if isinstance(choices[0], Mapping) else {}
-    return read_reply(
-        _mapping(choice.get("message")),
-        _mapping(body.get("usage")),
-        choice.get("finish_reason"),
-        engine_tools,
+def upstream_error(status: int, body: object, headers: Mapping[str, str]) -> ProviderError:
+    """The error an upstream's HTTP error stands for (an overflow recognised by its wording)."""
+    return error_from_response(
+        provider="openai",
+        status=status,
+        body=body,
+        headers=dict(headers),
+        fallback_message=json.dumps(body)[:500] if body else f"HTTP {status}",
+        env_var="",
     )
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+# --------------------------------------------------------------------------------------------------
+# to the client
+# --------------------------------------------------------------------------------------------------
 
 
-def join(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The client's one message from every round's visible share: texts joined, calls in order."""
-    merged: dict[str, Any] = {"role": "assistant", "content": None}
-    texts = [p["content"] for p in parts if isinstance(p.get("content"), str) and p["content"]]
-    if texts:
-        merged["content"] = "".join(texts)
-    reasoning = [p["reasoning_content"] for p in parts if p.get("reasoning_content")]
-    if reasoning:
-        merged["reasoning_content"] = "".join(reasoning)
-    calls = [c for p in parts for c in p.get("tool_calls") or []]
-    if calls:
-        merged["tool_calls"] = calls
-    if parts:
-        extra = {k: v for k, v in parts[-1].items() if k not in merged and k != "tool_calls"}
-        merged.update(extra)
-    return merged
+class Writer:
+    """The reply as a Chat client reads it, streamed (chunks, then ``[DONE]``) or whole."""
+
+    def __init__(self, client: ClientRequest, model: str) -> None:
+        options = client.body.get("stream_options") if client.protocol == "openai" else None
+        wants_usage = isinstance(options, Mapping) and bool(options.get("include_usage"))
+        self.encoder = ChatStreamEncoder(model=model, include_usage=wants_usage)
+        self.defaults = schema_defaults(client.tools)
+
+    def feed(self, event: WireEvent) -> list[bytes]:
+        return [sse(chunk) for chunk in self.encoder.feed(event)]
+
+    def end_round(self) -> list[bytes]:
+        return []  # one message: the rounds' texts join
+
+    def finish(self, stop: str | None, usage: Usage | None) -> list[bytes]:
+        if usage is not None:
+            self.encoder.feed(UsageReport(usage))
+        return [*(sse(chunk) for chunk in self.encoder.finish(stop)), sse("[DONE]")]
+
+    def fail(self, error: ClientError) -> list[bytes]:
+        return [sse(error_body(error)), sse("[DONE]")]
+
+    def body(self) -> dict[str, Any]:
+        return self.encoder.completion()
+
+    def visible_digest(self) -> bytes:
+        """The digest of the reply as the client will send it back."""
+        return wire_digest(self.encoder.completion()["choices"][0]["message"], self.defaults)
 
 
-def visible_digest(message: Mapping[str, Any]) -> bytes:
-    """The digest of the reply as the client will send it back."""
-    return wire_digest({**message, "role": "assistant"})
-
-
-def client_body(
-    final: Mapping[str, Any], message: Mapping[str, Any], stop: str | None, usage: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The response the client gets: the last upstream reply, carrying every round's visible
-    message and the usage of all of them."""
-    choices = list(final.get("choices") or [{}])
-    choices[0] = {**choices[0], "message": dict(message), "finish_reason": stop}
-    body = {**final, "choices": choices}
-    if usage:
-        body["usage"] = dict(usage)
-    return body
-
-
-class StreamRelay:
-    """Passes an upstream stream of chunks on to the client, round after round, as one
-    completion: engine tool calls held back, call indexes renumbered, one ``id``, the finish
-    reason and usage sent once at the end. Each round is read whole as it passes."""
-
-    def __init__(self, engine_tools: Collection[str], client: ClientRequest) -> None:
-        self.engine_tools = frozenset(engine_tools)
-        options = client.body.get("stream_options")
-        self.client_wants_usage = isinstance(options, Mapping) and bool(
-            options.get("include_usage")
-        )
-        self.parts: list[dict[str, Any]] = []
-        self.round_over = False
-        self.usage: dict[str, Any] = {}
-        self._template: dict[str, Any] | None = None
-        self._role_sent = False
-        self._next_call = 0
-        self._begin_round()
-
-    def _begin_round(self) -> None:
-        self._text: list[str] = []
-        self._reasoning: list[str] = []
-        self._calls: dict[int, dict[str, Any]] = {}
-        self._hidden: set[int] = set()
-        self._index: dict[int, int] = {}
-        self._round_usage: dict[str, Any] = {}
-        self._stop: str | None = None
-        self.round_over = False
-
-    @property
-    def visible(self) -> dict[str, Any]:
-        """The client's message so far, every round's visible share joined."""
-        return join(self.parts)
-
-    def _chunk(self, delta: Mapping[str, Any], finish: str | None = None) -> bytes:
-        template = self._template or {"object": "chat.completion.chunk"}
-        choice = {"index": 0, "delta": dict(delta), "finish_reason": finish}
-        return sse({**template, "choices": [choice]})
-
-    def feed(self, event: str | None, text: str) -> list[bytes]:
-        """The bytes to pass on for one upstream chunk (none for what is held back);
-        :attr:`round_over` turns true at ``[DONE]``."""
-        if text.strip() == "[DONE]":
-            self.round_over = True
-            return []
-        data = json.loads(text)
-        if not isinstance(data, dict):
-            return []
-        if "error" in data:  # a server's error in the middle of a stream: the client reads it
-            return [sse(data)]
-        if self._template is None:
-            self._template = {k: v for k, v in data.items() if k not in ("choices", "usage")}
-        if isinstance(data.get("usage"), Mapping):
-            self._round_usage = dict(data["usage"])
-        choices = data.get("choices") or []
-        if not choices:
-            return []
-        choice = choices[0]
-        delta = choice.get("delta") or {}
-        if choice.get("finish_reason"):
-            self._stop = choice["finish_reason"]
-        out: dict[str, Any] = {}
-        if delta.get("role") and not self._role_sent:
-            out["role"] = delta["role"]
-            self._role_sent = True
-        for key, sink in (("content", self._text), ("reasoning_content", self._reasoning)):
-            if isinstance(delta.get(key), str) and delta[key]:
-                sink.append(delta[key])
-                out[key] = delta[key]
-        calls = [c for c in delta.get("tool_calls") or [] if isinstance(c, Mapping)]
-        shown = [shown for call in calls if (shown := self._call_delta(call)) is not None]
-        if shown:
-            out["tool_calls"] = shown
-        return [self._chunk(out)] if out else []
-
-    def _call_delta(self, call: Mapping[str, Any]) -> dict[str, Any] | None:
-        index = int(call.get("index", 0))
-        function = call.get("function") or {}
-        known = self._calls.get(index)
-        if known is None:
-            known = {
-                "id": call.get("id") or "",
-                "type": "function",
-                "function": {"name": function.get("name") or "", "arguments": ""},
-            }
-            self._calls[index] = known
-            if known["function"]["name"] in self.engine_tools:
-                self._hidden.add(index)
-            else:
-                self._index[index] = self._next_call
-                self._next_call += 1
-        elif function.get("name") and not known["function"]["name"]:
-            known["function"]["name"] = function["name"]
-        known["function"]["arguments"] += str(function.get("arguments") or "")
-        if index in self._hidden:
-            return None
-        return {**call, "index": self._index[index]}
-
-    def reply(self) -> RoundReply:
-        """The round just streamed, read whole; its visible share joins the client's message."""
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(self._text) or None}
-        if self._reasoning:
-            message["reasoning_content"] = "".join(self._reasoning)
-        calls = [self._calls[i] for i in sorted(self._calls)]
-        if calls:
-            message["tool_calls"] = calls
-        reply, visible = read_reply(message, self._round_usage, self._stop, self.engine_tools)
-        self.parts.append(visible)
-        self.usage = add_usage(self.usage, self._round_usage)
-        self._begin_round()
-        return reply
-
-    def finish(self, stop: str | None) -> list[bytes]:
-        """The end of the client's completion: the finish reason, the usage if it asked."""
-        out = [self._chunk({}, stop or "stop")]
-        if self.client_wants_usage and self.usage:
-            template = self._template or {"object": "chat.completion.chunk"}
-            out.append(sse({**template, "choices": [], "usage": self.usage}))
-        out.append(sse("[DONE]"))
-        return out
+def writer(client: ClientRequest, model: str) -> Writer:
+    """The writer of one reply to ``client``."""
+    return Writer(client, model)

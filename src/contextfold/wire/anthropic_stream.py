@@ -341,6 +341,11 @@ class AnthropicStreamEncoder:
             self.content[opened.index]["input"] = _tool_input("".join(opened.arguments))
         return [{"type": "content_block_stop", "index": opened.index}]
 
+    def close_block(self) -> list[dict[str, Any]]:
+        """Close the open block, so that what follows starts a new one (another round's text
+        is a block of its own)."""
+        return self._close()
+
     def finish(self, stop_reason: str | None = None) -> list[dict[str, Any]]:
         """Close the last block and end the message."""
         if self.finished:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from contextfold.chat import (
+    ChatResponse,
     Finished,
     ProviderItem,
     TextDelta,
@@ -427,6 +428,11 @@ class ResponsesStreamEncoder:
         self.output.append(item)
         return out
 
+    def close_items(self) -> list[dict[str, Any]]:
+        """Close every open item, so that what follows starts new ones (another round's text
+        is a message of its own)."""
+        return self._close_all()
+
     def _close_all(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for key in list(self._order):
@@ -688,6 +694,12 @@ class ResponsesStreamDecoder:
             out.append(UsageReport(self._reply.usage, self._reply.reasoning_tokens))
         out.append(Finished(self._reply.stop_reason))
         return out
+
+    def response(self) -> ChatResponse:
+        """The reply read whole as a :class:`~contextfold.chat.ChatResponse`, like the other
+        protocols' decoders give it; :class:`ProviderError` when the stream has not ended."""
+        reply = self.reply()
+        return ChatResponse(reply.message, reply.usage, reply.stop_reason, reply.model)
 
     def reply(self) -> ResponsesReply:
         """The reply read whole; :class:`ProviderError` when the stream has not ended."""
