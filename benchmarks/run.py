@@ -114,6 +114,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "< 1",
     ),
     Benchmark(
+        "hostile",
+        False,
+        "fuzzed request bodies of both protocols through the proxy, SIGKILLs of the proxy on "
+        "SQLite and PostgreSQL: 5xx, lost replies, forks by kind, partial sessions",
+        "30",
+    ),
+    Benchmark(
         "compaction",
         True,
         "presets vs LangChain and baselines at 32k/128k: overflow, tokens, cache, cost, "
