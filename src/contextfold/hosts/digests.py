@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 
 from contextfold.messages import (
@@ -30,6 +32,7 @@ from contextfold.tool_spec import ToolSpec
 
 __all__ = [
     "ArgumentDefaults",
+    "DigestCache",
     "arguments_value",
     "call_item",
     "digest_of",
@@ -125,3 +128,35 @@ def message_digest(message: Message, defaults: ArgumentDefaults | None = None) -
         if not isinstance(p, ThinkingPart) and not (isinstance(p, TextPart) and not p.text.strip())
     ]
     return digest_of(message.role, items)
+
+
+class DigestCache:
+    """Digests already taken, by the exact text of the message they were taken from.
+
+    A host resends its whole history on every call, and almost all of it byte for byte as
+    before. The key is a hash of the message's exact wire text (see
+    ``contextfold.proxy``'s body reader), far cheaper than the canonical form a digest needs; a
+    message resent with other spacing or key order is simply a miss and is digested again. At
+    most ``size`` entries are kept, the least recently used dropped first. Thread-safe.
+    """
+
+    def __init__(self, size: int = 200_000) -> None:
+        self.size = size
+        self._known: OrderedDict[bytes, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def lookup(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        """The digest remembered for each key (None where there is none)."""
+        with self._lock:
+            found = [self._known.get(key) for key in keys]
+            for key, digest in zip(keys, found, strict=True):
+                if digest is not None:
+                    self._known.move_to_end(key)
+        return found
+
+    def remember(self, pairs: Sequence[tuple[bytes, bytes]]) -> None:
+        """Remember each ``(key, digest)``."""
+        with self._lock:
+            self._known.update(pairs)
+            while len(self._known) > self.size:
+                self._known.popitem(last=False)

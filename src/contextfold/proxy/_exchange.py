@@ -35,11 +35,13 @@ from contextfold.chat import (
     WireEvent,
 )
 from contextfold.errors import ConfigError, ContextOverflowError, ProviderError
+from contextfold.hosts.digests import DigestCache
 from contextfold.messages import Message, ThinkingPart, Usage
 from contextfold.model_registry import Provider
 from contextfold.proxy._conversation import ENGINE_TOOL_NAMES, Conversation
 from contextfold.proxy._engines import Engines, ProxyStore
 from contextfold.proxy._in_flight import InFlight
+from contextfold.proxy._request_json import KnownMessages
 from contextfold.proxy._wire import (
     ClientError,
     ClientRequest,
@@ -100,7 +102,7 @@ class WireSide(Protocol):
     @property
     def UPSTREAM_PATH(self) -> str: ...
 
-    def parse_request(self, body: Any, /) -> ClientRequest: ...
+    def parse_request(self, body: Any, known: KnownMessages | None = None, /) -> ClientRequest: ...
     def error_body(self, error: ClientError, /) -> dict[str, Any]: ...
     def writer(self, client: ClientRequest, model: str, /) -> ClientWriter: ...
     def upstream_body(
@@ -130,6 +132,8 @@ class ProxyState:
     http: httpx.AsyncClient
     salt: bytes
     in_flight: InFlight = field(default_factory=lambda: InFlight(lapse=_CLAIM_LAPSE))
+    digests: DigestCache = field(default_factory=DigestCache)
+    """Digests of the messages clients sent, by their exact text (they resend them all)."""
     served: dict[str, bool] = field(default_factory=dict)
     """Which upstream paths the upstream serves, as probed (``--upstream-protocol auto``)."""
     answered: dict[tuple[str, str], list[Message]] = field(default_factory=dict)

@@ -17,6 +17,7 @@ from contextfold.hosts.digests import (
 )
 from contextfold.messages import Message, Usage
 from contextfold.providers.errors import error_from_response
+from contextfold.proxy._request_json import KnownMessages, message_digests
 from contextfold.proxy._wire import ClientError, ClientRequest, MessageReader, sse
 from contextfold.tool_spec import ToolSpec
 from contextfold.wire import anthropic_request as anthropic_wire
@@ -194,12 +195,12 @@ def _reader(raw_messages: Sequence[Mapping[str, Any]]) -> MessageReader:
     return read
 
 
-def parse_request(body: Any) -> ClientRequest:
+def parse_request(body: Any, known: KnownMessages | None = None) -> ClientRequest:
     """The client's ``POST /v1/messages`` body, checked whole against the typed models of
     :mod:`contextfold.wire.anthropic_models` and read; :class:`ClientError` naming the field
     when it is not a request the proxy can carry."""
     try:
-        check_request(body)
+        check_request(body, known=known.indices() if known else ())
     except AnthropicRequestError as exc:
         raise ClientError(str(exc), param=exc.param) from None
     model: str = body["model"]
@@ -212,7 +213,7 @@ def parse_request(body: Any) -> ClientRequest:
         protocol="anthropic",
         body=body,
         model=model,
-        digests=[wire_digest(raw, defaults) for raw in raw_messages],
+        digests=message_digests(wire_digest, raw_messages, defaults, known),
         reader=_reader(raw_messages),
         system=_system_text(body.get("system")),
         tools=tools,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import sys
 import time
@@ -34,6 +33,7 @@ from contextfold.proxy._exchange import (
     write_access_log,
 )
 from contextfold.proxy._identity import ANONYMOUS, tenant_of
+from contextfold.proxy._request_json import known_messages, read_json
 from contextfold.proxy._wire import PROTOCOL_OPTIONS, ClientError, ClientRequest, ProtocolName
 from contextfold.proxy.config import ProxyConfig
 from contextfold.proxy.sessions import proxied_sessions
@@ -133,9 +133,10 @@ _CLIENT_GONE = 499
 """The status logged for a client that left before its request was whole (nginx's code)."""
 
 
-def _parse_json(raw: bytes) -> Any:
+def _parse_json(raw: bytes) -> tuple[Any, list[bytes] | None]:
+    """The body, and a key per message (see :mod:`contextfold.proxy._request_json`)."""
     try:
-        return json.loads(raw, parse_constant=_refuse_constant)
+        return read_json(raw, parse_constant=_refuse_constant)
     except (ValueError, RecursionError) as exc:
         raise ClientError(f"the request body is not valid JSON: {exc}") from None
 
@@ -223,7 +224,9 @@ def create_app(
 
     async def exchange(protocol: ProtocolName, request: Request, state: ProxyState) -> Response:
         raw = await _read_body(request, config.max_request_bytes)
-        client = _SIDES[protocol].parse_request(_parse_json(raw))
+        body, keys = _parse_json(raw)
+        known = known_messages(state.digests, protocol, body, keys)
+        client = _SIDES[protocol].parse_request(body, known)
         tenant = tenant_of(_credential(request), state.salt)
         log: dict[str, Any] = request.state.log
         upstream_model = config.model or client.model
@@ -333,7 +336,7 @@ def create_app(
         if _upstream_protocols(state, "anthropic")[0] == "anthropic" and not config.model:
             return await passthrough(request, state)
         raw = await _read_body(request, config.max_request_bytes)
-        body = _parse_json(raw)
+        body, _ = _parse_json(raw)
         if isinstance(body, dict):
             body = {"max_tokens": 1, **body}
         client = anthropic_side.parse_request(body)

@@ -17,6 +17,7 @@ from contextfold.hosts.digests import (
 )
 from contextfold.messages import Message, Usage
 from contextfold.providers.errors import error_from_response
+from contextfold.proxy._request_json import KnownMessages, message_digests
 from contextfold.proxy._wire import ClientError, ClientRequest, MessageReader, sse
 from contextfold.tool_spec import ToolSpec
 from contextfold.wire import chat_completions_request as openai_wire
@@ -146,7 +147,7 @@ def _reader(raw_messages: Sequence[Mapping[str, Any]]) -> MessageReader:
     return read
 
 
-def parse_request(body: Any) -> ClientRequest:
+def parse_request(body: Any, known: KnownMessages | None = None) -> ClientRequest:
     """The client's ``POST /v1/chat/completions`` body, checked whole against the typed models
     of :mod:`contextfold.wire.chat_completions_models` and read; :class:`ClientError` naming
     the field when it is not a request the proxy can carry.
@@ -155,7 +156,7 @@ def parse_request(body: Any) -> ClientRequest:
     conversation.
     """
     try:
-        check_request(body)
+        check_request(body, known=known.indices() if known else ())
     except ChatRequestError as exc:
         raise ClientError(str(exc), param=exc.param) from None
     model: str = body["model"]
@@ -178,7 +179,9 @@ def parse_request(body: Any) -> ClientRequest:
         protocol="openai",
         body=body,
         model=model,
-        digests=[wire_digest(raw, schema_defaults(tools)) for raw in conversation],
+        digests=message_digests(
+            wire_digest, conversation, schema_defaults(tools), known, start=leading
+        ),
         reader=_reader(conversation),
         system="\n\n".join(system),
         tools=tools,

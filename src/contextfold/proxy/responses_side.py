@@ -20,6 +20,7 @@ from contextfold.chat import ChatRequest, ChatResponse, UsageReport, WireEvent
 from contextfold.errors import ProviderError
 from contextfold.hosts.digests import message_digest, schema_defaults
 from contextfold.messages import Message, Part, Usage
+from contextfold.proxy._request_json import KnownMessages
 from contextfold.proxy._wire import ClientError, ClientRequest
 from contextfold.wire.responses import (
     ResponsesRequest,
@@ -85,7 +86,7 @@ def error_body(error: ClientError) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------
 
 
-def parse_request(body: Any) -> ClientRequest:
+def parse_request(body: Any, known: KnownMessages | None = None) -> ClientRequest:
     """The client's ``POST /v1/responses`` body, checked and read; :class:`ClientError` naming
     the field when it is not a request the proxy can carry."""
     try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -164,10 +164,18 @@ def check_unicode(
     *,
     error: type[RequestBodyError] = RequestBodyError,
     style: PathStyle = "brackets",
+    known: Collection[int] = (),
 ) -> None:
     """Refuse text that cannot be encoded (a lone UTF-16 surrogate such as ``"a\\ud800b"``),
     naming where it is. The fast path encodes the whole body once; only a body that fails is
-    walked, to name the field."""
+    walked, to name the field. ``known``: positions in the body's ``messages`` already checked
+    in an earlier request (the same text), not encoded again."""
+    if known and isinstance(value, Mapping) and isinstance(value.get("messages"), list):
+        messages = value["messages"]
+        value = {
+            **value,
+            "messages": [m if i not in known else None for i, m in enumerate(messages)],
+        }
     try:
         json.dumps(value, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:

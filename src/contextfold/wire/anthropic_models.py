@@ -152,15 +152,19 @@ def check_request(
     *,
     user_blocks: Collection[str] = USER_BLOCKS,
     assistant_blocks: Collection[str] = ASSISTANT_BLOCKS,
+    known: Collection[int] = (),
 ) -> None:
     """Check a client's Messages body whole; :class:`AnthropicRequestError` naming the first bad
-    field (see the module docstring)."""
+    field (see the module docstring). ``known``: positions of messages whose exact text passed
+    these checks in an earlier request (a client resends its history): not checked again."""
     if not isinstance(body, Mapping):
         raise AnthropicRequestError(None, "the request body must be a JSON object")
-    check_unicode(body, error=AnthropicRequestError, style="dots")
+    check_unicode(body, error=AnthropicRequestError, style="dots", known=known)
     checked = _check(_Body, body, "")
     _check_system(checked.system, "system")
     for index, raw in enumerate(checked.messages):
+        if index in known:
+            continue
         where = f"messages.{index}"
         message = _check(_Message, raw, where)
         if message.role == "system":  # the mid-conversation system beta (Claude Code sends it)

@@ -159,19 +159,23 @@ def _check(model: type[ModelT], value: Any, where: str) -> ModelT:
     return check(model, value, where, error=ChatRequestError)
 
 
-def check_request(body: Any, *, content_parts: Collection[str] = CONTENT_PARTS) -> None:
+def check_request(
+    body: Any, *, content_parts: Collection[str] = CONTENT_PARTS, known: Collection[int] = ()
+) -> None:
     """Check a client's Chat Completions body whole; :class:`ChatRequestError` naming the first
-    bad field (see the module docstring)."""
+    bad field (see the module docstring). ``known``: positions of messages whose exact text
+    passed these checks in an earlier request: not checked again."""
     if not isinstance(body, Mapping):
         raise ChatRequestError(None, "the request body must be a JSON object")
-    check_unicode(body, error=ChatRequestError)
+    check_unicode(body, error=ChatRequestError, known=known)
     checked = _check(_Body, body, "")
     if checked.stream_options is not None:
         include = checked.stream_options.get("include_usage")
         if include is not None and not isinstance(include, bool):
             raise ChatRequestError("stream_options.include_usage", "expected a boolean")
     for index, raw in enumerate(checked.messages):
-        _check_message(raw, f"messages[{index}]", content_parts)
+        if index not in known:
+            _check_message(raw, f"messages[{index}]", content_parts)
     for index, tool in enumerate(checked.tools or ()):
         _check_tool(tool, f"tools[{index}]")
 

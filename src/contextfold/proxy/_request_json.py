@@ -1,0 +1,184 @@
+"""A request body read as ``json.loads`` reads it, with a key per message: the hash of the
+message's exact text, so that what a client resends byte for byte is recognised without being
+digested or checked again.
+
+Clients resend their whole history on every request. Reading the body is unavoidable, but
+digesting and validating every message again is not: a message whose exact text the proxy has
+already read (and checked, and digested) needs neither again. :func:`read_json` parses the top
+level of the body itself and hands each element of ``messages`` to the standard library's
+scanner, noting where each begins and ends; everything else is the standard decoder's work, so
+the values are exactly those ``json.loads`` returns. A body the fast path does not understand
+(not UTF-8, a byte-order mark, invalid JSON) is read by ``json.loads`` itself, which raises the
+error it always raises, and gets no keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from json.decoder import scanstring  # type: ignore[attr-defined]
+from typing import Any, TypeVar
+
+from contextfold.hosts.digests import ArgumentDefaults, DigestCache, fingerprint
+
+__all__ = ["KnownMessages", "known_messages", "message_digests", "read_json"]
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+_KEYED = "messages"
+
+RawMessage = TypeVar("RawMessage")
+Scan = Callable[[str, int], tuple[Any, int]]
+"""The standard library's scanner: the JSON value at an index, and where it ends."""
+
+
+class _NotPlain(Exception):
+    """The fast path does not read this body; ``json.loads`` will."""
+
+
+def read_json(
+    raw: bytes, *, parse_constant: Callable[[str], Any] | None = None
+) -> tuple[Any, list[bytes] | None]:
+    """The body as ``json.loads(raw, parse_constant=...)`` reads it (raising what it raises),
+    and the SHA-256 of each element of its top-level ``messages`` array as written (None when
+    the body has no such array or was read the slow way)."""
+    decoder = json.JSONDecoder(parse_constant=parse_constant)
+    try:
+        text = raw.decode("utf-8")
+        return _read_object(text, decoder.scan_once)  # type: ignore[attr-defined]
+    except (_NotPlain, UnicodeDecodeError, StopIteration, ValueError, IndexError, RecursionError):
+        return json.loads(raw, parse_constant=parse_constant), None
+
+
+def _read_object(
+    text: str, scan: Callable[[str, int], tuple[Any, int]]
+) -> tuple[Any, list[bytes] | None]:
+    at = _SPACE.match(text, 0).end()  # type: ignore[union-attr]
+    if text[at] != "{":
+        raise _NotPlain
+    body: dict[str, Any] = {}
+    keys: list[bytes] | None = None
+    at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
+    if text[at] == "}":
+        at += 1
+    else:
+        while True:
+            if text[at] != '"':
+                raise _NotPlain
+            name, at = scanstring(text, at + 1)
+            at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
+            if text[at] != ":":
+                raise _NotPlain
+            at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
+            if name == _KEYED and text[at] == "[":
+                body[name], keys, at = _read_array(text, at, scan)
+            else:
+                body[name], at = scan(text, at)
+                if name == _KEYED:
+                    keys = None
+            at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
+            if text[at] == "}":
+                at += 1
+                break
+            if text[at] != ",":
+                raise _NotPlain
+            at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
+    if _SPACE.match(text, at).end() != len(text):  # type: ignore[union-attr]
+        raise _NotPlain
+    return body, keys
+
+
+def _read_array(text: str, at: int, scan: Scan) -> tuple[list[Any], list[bytes], int]:
+    values: list[Any] = []
+    keys: list[bytes] = []
+    at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
+    if text[at] == "]":
+        return values, keys, at + 1
+    while True:
+        value, end = scan(text, at)
+        values.append(value)
+        keys.append(hashlib.sha256(text[at:end].encode("utf-8", "surrogatepass")).digest())
+        at = _SPACE.match(text, end).end()  # type: ignore[union-attr]
+        if text[at] == "]":
+            return values, keys, at + 1
+        if text[at] != ",":
+            raise _NotPlain
+        at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
+
+
+@dataclass
+class KnownMessages:
+    """What one request's messages share with those the proxy has read before.
+
+    ``keys`` are :func:`read_json`'s, one per message; ``namespace`` keeps each protocol's
+    apart. A message is *known* when its exact text was read before in a request that passed
+    the checks: it needs no checking again, and its digest (under the same context: the
+    tools' argument defaults, which a digest depends on) is remembered.
+    """
+
+    cache: DigestCache
+    namespace: bytes
+    keys: Sequence[bytes]
+    _checked: list[bytes | None] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._checked = self.cache.lookup([self.namespace + key for key in self.keys])
+
+    def indices(self) -> frozenset[int]:
+        """The positions (in the body's ``messages``) of the messages already checked."""
+        return frozenset(i for i, seen in enumerate(self._checked) if seen is not None)
+
+    def digests(
+        self,
+        messages: Sequence[RawMessage],
+        digest: Callable[[RawMessage], bytes],
+        *,
+        start: int = 0,
+        context: str = "",
+    ) -> list[bytes]:
+        """The digest of each of ``messages`` (the body's messages from ``start`` on): the
+        remembered one where the message is known under ``context``, else taken by
+        ``digest``; every one is then remembered, and its message as checked."""
+        prefix = self.namespace + hashlib.sha256(context.encode()).digest()[:8]
+        keys = [prefix + key for key in self.keys[start : start + len(messages)]]
+        if len(keys) != len(messages):  # no key for each message: nothing to remember by
+            return [digest(message) for message in messages]
+        found = self.cache.lookup(keys)
+        out = [d if d is not None else digest(m) for d, m in zip(found, messages, strict=True)]
+        new = [(k, d) for k, d, was in zip(keys, out, found, strict=True) if was is None]
+        if new:
+            checked = [
+                (self.namespace + self.keys[start + i], b"")
+                for i, was in enumerate(found)
+                if was is None
+            ]
+            self.cache.remember(new + checked)
+        return out
+
+
+def message_digests(
+    digest: Callable[[RawMessage, ArgumentDefaults], bytes],
+    raw_messages: Sequence[RawMessage],
+    defaults: ArgumentDefaults,
+    known: KnownMessages | None,
+    *,
+    start: int = 0,
+) -> list[bytes]:
+    """``digest`` of each of a request's messages (from ``start`` on in its body), taken only
+    for those not ``known``."""
+    if known is None:
+        return [digest(raw, defaults) for raw in raw_messages]
+    return known.digests(
+        raw_messages, lambda raw: digest(raw, defaults), start=start, context=fingerprint(defaults)
+    )
+
+
+def known_messages(
+    cache: DigestCache, namespace: str, body: Any, keys: list[bytes] | None
+) -> KnownMessages | None:
+    """The request's :class:`KnownMessages`, or None when its messages have no keys."""
+    if keys is None or not isinstance(body, Mapping):
+        return None
+    return KnownMessages(cache, namespace.encode() + b"\0", keys)
