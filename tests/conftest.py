@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +11,11 @@ from typing import Any
 
 import pytest
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# ../shared/data beside the checkout; a worktree elsewhere names it in CONTEXTFOLD_TEST_SHARED_DATA.
+SHARED_DATA = Path(
+    os.environ.get("CONTEXTFOLD_TEST_SHARED_DATA")
+    or Path(__file__).resolve().parents[1].parent / "shared" / "data"
+)
 TRAJECTORIES = SHARED_DATA / "trajectories"
 
 

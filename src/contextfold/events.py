@@ -441,11 +441,14 @@ class EventBus:
 class LossReported(Event):
     """What a compaction or mask batch took out of the view, and where it can still be read.
 
-    It follows the compaction's :class:`CompactionFinished`. The counts cover every probe that
-    left the view (facts, pins and ledger items: :mod:`contextfold.retention.loss`); ``items``
-    lists some of them (the lost ones first), each as ``{"kind", "text", "where", "ref"}`` with
-    ``where`` one of ``"summary"``, ``"pinned"``, ``"ledger"``, ``"ref"`` (``read_result <ref>``
-    reads it back) or ``"lost"``.
+    It follows the compaction's :class:`CompactionFinished`. The counts cover every fact whose
+    place the compaction changed (:mod:`contextfold.retention.loss`, with the facts of
+    :mod:`contextfold.retention.probes`); ``items`` lists some of them (the lost ones first),
+    each as ``{"kind", "text", "where", "ref"}`` with ``where`` one of ``"summary"``,
+    ``"pinned"``, ``"ledger"``, ``"recoverable"`` (``read_result <ref>`` reads it back) or
+    ``"lost"`` (older stored reports say ``"ref"`` for ``"recoverable"``). The ``messages_*``
+    counts account for every message the compaction took out of the view or whose outputs it
+    replaced; ``messages`` lists some (``{"id", "role", "where", "refs"}``).
     """
 
     type: ClassVar[str] = "loss_reported"
@@ -459,3 +462,19 @@ class LossReported(Event):
     items: tuple[Mapping[str, Any], ...] = ()
     ledger_items: int = 0
     """Items the session's ledger holds after the compaction."""
+    messages_in_summary: int = 0
+    messages_recoverable: int = 0
+    """Messages whose every output a ref the model can read leads back to."""
+    messages_facts_kept: int = 0
+    """Messages without outputs whose facts, if any, are still readable."""
+    messages_lost: int = 0
+    messages: tuple[Mapping[str, Any], ...] = ()
+
+    def message_counts(self) -> dict[str, int]:
+        """The messages that left the view, by what stands for them now."""
+        return {
+            "summary": self.messages_in_summary,
+            "recoverable": self.messages_recoverable,
+            "facts_kept": self.messages_facts_kept,
+            "lost": self.messages_lost,
+        }

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -67,3 +72,54 @@ def test_the_temporary_project_is_removed_unless_kept() -> None:
     assert (folder / "sessions.db").exists()
     assert "CODES[code.strip().upper()]" in (folder / "shopcart/shopcart/discounts.py").read_text()
     shutil.rmtree(folder)
+
+
+def test_every_run_tells_the_same_story(demo_output: str) -> None:
+    # The same compactions, counts and refs every run: ids, paths and the project's test output
+    # are the same, so the token counts are.
+    again = runner.invoke(app, ["demo"], env={"NO_COLOR": "1"})
+    assert again.exit_code == 0, again.output
+    assert again.stdout == demo_output
+
+
+_LAUNCH = "import sys\nfrom contextfold_launcher import main\nsys.argv[0] = 'contextfold'\nmain()"
+
+
+def _interrupted_demo(after_line: str | None) -> tuple[int, str, str]:
+    """Run the demo as a process and send it SIGINT when ``after_line`` was printed (during
+    start-up when ``None``); its status, output and errors."""
+    env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    process = subprocess.Popen(
+        [sys.executable, "-c", _LAUNCH, "demo"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert process.stdout is not None
+    seen: list[str] = []
+    if after_line is not None:
+        for line in process.stdout:
+            seen.append(line)
+            if after_line in line:
+                break
+        else:
+            pytest.fail(f"the demo never printed {after_line!r}: {''.join(seen)}")
+    else:
+        time.sleep(0.3)  # while the command line loads
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    return process.returncode, "".join(seen) + out, err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment", [None, "contextfold demo", "turn 1", "turn 2", "Resuming"])
+def test_ctrl_c_stops_the_demo_at_any_moment(moment: str | None) -> None:
+    status, out, err = _interrupted_demo(moment)
+    # Before Python runs any code the signal kills the interpreter (a shell shows 130 for it).
+    assert status == 130 or (moment is None and status == -signal.SIGINT), (out, err)
+    assert "Traceback" not in err + out
+    assert "Session summary" not in out  # it stopped; it did not carry on with the next turn
+    if moment in ("turn 1", "turn 2"):
+        later = "turn 2" if moment == "turn 1" else "turn 3"
+        assert later not in out.split(moment, 1)[1]

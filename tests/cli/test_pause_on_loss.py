@@ -23,7 +23,8 @@ runner = CliRunner()
 STEPS = 40
 """Tool calls the model makes for the task: enough to fill a small window several times."""
 LOSS_LINE = re.compile(
-    r"◆ compaction: (\d+) facts? out of view \((\d+) in summary, .*?(\d+) behind refs, (\d+) lost\)"
+    r"compaction: .*?(\d+) facts? out of view \((\d+) in summary, .*?(\d+) recoverable through "
+    r"refs, (\d+) lost\)"
 )
 
 
@@ -41,20 +42,23 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield folder
 
 
-def _job_ids(step: int) -> str:
-    return ", ".join(f"{step:08x}-0000-4000-8000-{i:012x}" for i in range(3))
+def _written(step: int) -> str:
+    return f"generated/step_{step:03d}_module_with_a_long_descriptive_name.py"
 
 
 def _model(monkeypatch: pytest.MonkeyPatch) -> ScriptedModel:
-    """A model that reads one module per step, naming job ids in its own text (they leave the
-    view with it), and answers once it has read them all."""
+    """A model that writes one module per step with a shell command whose output is empty (the
+    sliding window drops the calls, and with them the files they wrote: more than the ledger
+    keeps, and no output names them), and answers once it wrote them all."""
 
     def respond(request: ChatRequest) -> str | Message:
         step = len(model.requests) - 1
         if step >= STEPS:
-            return "All modules read."
-        call = ToolCallPart.from_args(f"call_{step}", "read_file", {"path": f"mod{step}.py"})
-        return Message.assistant(f"Queued jobs {_job_ids(step)}.", [call])
+            return "All modules written."
+        body = " ".join(f"def f{i}(x): return x * {i} + {step};" for i in range(30))
+        command = f"mkdir -p generated && echo '{body}' > {_written(step)}"
+        call = ToolCallPart.from_args(f"call_{step}", "shell", {"command": command})
+        return Message.assistant(f"Writing module {step}.", [call])
 
     model = ScriptedModel(default=respond)
     monkeypatch.setattr(agent_setup, "model_from_name", lambda *a, **k: model)
@@ -73,14 +77,14 @@ def test_the_chat_says_what_a_compaction_took_out_of_view(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _model(monkeypatch)
-    result = _chat(project, "read every module", "/quit")
+    result = _chat(project, "write every module", "/quit")
     assert result.exit_code == 0, result.output
     out = result.stdout
     lines = LOSS_LINE.findall(out)
     assert lines, out
     for total, *counts in lines:
         assert int(total) >= sum(int(c) for c in counts)
-    assert "All modules read." in out  # nothing stopped the task
+    assert "All modules written." in out  # nothing stopped the task
     assert "Continue? [Y/n]" not in out
 
 
@@ -88,14 +92,14 @@ def test_pause_on_loss_asks_and_a_no_stops_the_task(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     model = _model(monkeypatch)
-    result = _chat(project, "read every module", "n", "/quit", options=("--pause-on-loss",))
+    result = _chat(project, "write every module", "n", "/quit", options=("--pause-on-loss",))
     assert result.exit_code == 0, result.output
     out = result.stdout
     question = out.index("Continue? [Y/n]")
     listing = out[:question].rsplit("that nothing in it can bring back:", 1)[-1]
-    assert "identifier:" in listing  # the lost facts are listed before the question
+    assert "files_modified:" in listing  # the lost facts are listed before the question
     assert "Stopped." in out[question:]
-    assert "All modules read." not in out
+    assert "All modules written." not in out
     calls = len(model.requests)
     assert calls < STEPS  # the agent did not go on after the no
 
@@ -103,10 +107,10 @@ def test_pause_on_loss_asks_and_a_no_stops_the_task(
 def test_pause_on_loss_goes_on_after_a_yes(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _model(monkeypatch)
     answers = ["y"] * 20  # one per compaction that loses something
-    result = _chat(project, "read every module", *answers, "/quit", options=("--pause-on-loss",))
+    result = _chat(project, "write every module", *answers, "/quit", options=("--pause-on-loss",))
     assert result.exit_code == 0, result.output
     assert "Continue? [Y/n]" in result.stdout
-    assert "All modules read." in result.stdout
+    assert "All modules written." in result.stdout
 
 
 def test_the_flag_is_documented() -> None:
@@ -118,7 +122,7 @@ def test_the_flag_is_documented() -> None:
 
 def test_inspect_lists_the_loss_reports(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _model(monkeypatch)
-    chat = _chat(project, "read every module", "/quit")
+    chat = _chat(project, "write every module", "/quit")
     session_id = re.search(r"--resume (ses_\w+)", chat.stdout).group(1)  # type: ignore[union-attr]
     store = str(project.parent / "sessions.db")
     env = {"NO_COLOR": "1", "COLUMNS": "200"}
@@ -126,7 +130,7 @@ def test_inspect_lists_the_loss_reports(project: Path, monkeypatch: pytest.Monke
     shown = runner.invoke(app, ["inspect", session_id, "--store", store], env=env)
     assert shown.exit_code == 0, shown.output
     reported = LOSS_LINE.findall(chat.stdout)
-    rows = re.findall(r"loss report: (\d+) facts? out of view", shown.stdout)
+    rows = re.findall(r"loss report: .*?(\d+) facts? out of view", shown.stdout)
     assert [int(n) for n in rows] == [int(total) for total, *_ in reported]
     assert "lost: " in shown.stdout
 

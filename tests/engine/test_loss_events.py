@@ -5,6 +5,7 @@ resume from the store."""
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -40,10 +41,28 @@ def _summary_text(request: PreparedRequest) -> str:
 
 
 def _output(turn: int) -> str:
-    """A listing with a build id in the middle: an identifier a masked output takes away (its
-    placeholder keeps the first and last lines)."""
+    """A listing with a build id and an error line in the middle: what a masked output takes
+    away (its placeholder keeps the first and last lines)."""
     lines = listing(turn, lines=12).splitlines()
-    return "\n".join([*lines[:6], f"build {turn:04d}a{turn:03d}f9c done", *lines[6:]])
+    middle = [
+        f"build {turn:04d}a{turn:03d}f9c done",
+        "Traceback (most recent call last):",
+        f'  File "src/mod{turn}.py", line 99, in f99',
+        f"ValueError: module {turn} has no f99",
+    ]
+    return "\n".join([*lines[:6], *middle, *lines[6:]])
+
+
+def _running_model() -> ScriptedModel:
+    """A model that runs one module per reply (a run's error lines are facts; a read's not)."""
+
+    def respond(request: ChatRequest) -> Message:
+        turn = len(model.requests)
+        call = ToolCallPart.from_args(f"call_{turn}", "bash", {"command": f"python -m mod{turn}"})
+        return Message.assistant(f"Step {turn}: running module {turn}.", [call])
+
+    model = ScriptedModel(default=respond)
+    return model
 
 
 def _compacting_turns(driver: Driver, reports: int, limit: int = 300) -> list[PreparedRequest]:
@@ -62,7 +81,7 @@ def test_each_compaction_is_followed_by_a_loss_report_whose_answers_hold(
     make_engine: EngineFactory,
 ) -> None:
     engine, sink = make_engine(compactor="mask-first")
-    driver = start(engine, output=_output)
+    driver = start(engine, output=_output, model=_running_model())
     requests = _compacting_turns(driver, reports=6)
 
     events = sink.events
@@ -87,48 +106,57 @@ def test_each_compaction_is_followed_by_a_loss_report_whose_answers_hold(
                 assert needle in summary
             elif item["where"] == "ledger":
                 assert needle in system  # the request that is sent carries the ledger
-            elif item["where"] == "ref":
-                read = session.read_result(str(item["ref"]))
+            elif item["where"] == "recoverable":
+                read = session.read_result(str(item["ref"]), pattern=re.escape(str(item["text"])))
                 assert not read.is_error, read.content
-        # A compaction's own request already carries the refreshed ledger.
-        assert LEDGER_HEADER in request.system_text
-    assert session.ledger.render() in requests[-1].system_text
+                assert "no match" not in read.content.lower(), read.content
+        # Every message the compaction took out of the view is accounted for.
+        counted = report.message_counts()
+        assert len(report.messages) == min(sum(counted.values()), MAX_LISTED_ITEMS)
+        # A compaction's own request already carries the refreshed ledger: in the system prompt
+        # before the first summary, with the latest summary after it.
+        sent = request.system_text + "\n".join(m.text for m in request.messages)
+        assert LEDGER_HEADER in sent
+    last = requests[-1]
+    assert session.ledger.render() in last.system_text + "\n".join(m.text for m in last.messages)
     assert event_from_dict(reports[-1].to_dict()) == reports[-1]
 
 
-def _job_ids(turn: int) -> list[str]:
-    return [f"{turn:08x}-0000-4000-8000-{i:012x}" for i in range(3)]
+def _written(turn: int) -> str:
+    return f"src/generated/package/module_{turn:04d}_with_a_rather_long_name.py"
 
 
-def _model_naming_jobs() -> ScriptedModel:
-    """A model whose every reply names three job ids in its own text, then runs a command."""
+def _model_writing_files() -> ScriptedModel:
+    """A model that writes a new file with a shell command every turn."""
 
     def respond(request: ChatRequest) -> Message:
         turn = len(model.requests)
-        call = ToolCallPart.from_args(f"call_{turn}", "bash", {"command": f"cat src/mod{turn}.py"})
-        return Message.assistant(f"Queued jobs {', '.join(_job_ids(turn))}.", [call])
+        command = f"echo 'x = {turn}' > {_written(turn)}"
+        call = ToolCallPart.from_args(f"call_{turn}", "bash", {"command": command})
+        return Message.assistant("Writing the next module.", [call])
 
     model = ScriptedModel(default=respond)
     return model
 
 
 def test_what_nothing_holds_is_reported_as_lost(make_engine: EngineFactory) -> None:
-    # A sliding window drops whole turns: the ids the model wrote leave with its text, with no
-    # output to read them back from, and more of them than the ledger keeps.
+    # A sliding window drops whole turns: the files the commands wrote leave with the calls,
+    # their outputs do not name them, and there are more of them than the ledger keeps.
     engine, sink = make_engine(compactor="window")
-    driver = start(engine, model=_model_naming_jobs())
+    driver = start(engine, model=_model_writing_files())
     request = _compacting_turns(driver, reports=1)[-1]
     (report,) = sink.of_type(LossReported)
     lost = [item for item in report.items if item["where"] == "lost"]
     assert len(lost) == min(report.lost, MAX_LISTED_ITEMS) > 0  # the listing is capped
     sent = _normalized(request.system_text + "\n".join(m.text for m in request.messages))
-    assert any(item["text"] in _job_ids(1) for item in lost)
+    assert any(item["text"] == _written(1) for item in lost)
     for item in lost:
         assert item["ref"] is None
         assert _normalized(str(item["text"])) not in sent  # nowhere the model can read
-    # The newest ids are in the ledger, which this very request carries.
+    # The newest files are in the ledger, which this very request carries.
     assert report.in_ledger > 0
     assert all(_normalized(i.text) in sent for i in driver.session.ledger.items)
+    assert report.messages_lost > 0  # the calls that wrote a lost file
 
 
 def test_no_ledger_before_the_first_compaction_and_no_change_between_compactions(

@@ -16,7 +16,8 @@ from tests.conftest import shared_path
 
 ROW = re.compile(
     r'<tr data-loss="(?P<preset>[^"]+)" data-turn="(?P<turn>\d+)" '
-    r'data-out="(?P<out>\d+)" data-lost="(?P<lost>\d+)">(?P<cells>.*?)</tr>'
+    r'data-messages="(?P<messages>\d+)" data-out="(?P<out>\d+)" data-lost="(?P<lost>\d+)">'
+    r"(?P<cells>.*?)</tr>"
 )
 
 
@@ -32,19 +33,22 @@ def _check_rows_match_the_runs(replay: TranscriptReplay, html: str) -> None:
         (preset, mark)
         for preset, run in replay.runs.items()
         for mark in run.losses
-        if mark.out_of_view
+        if mark.out_of_view or mark.messages_out
     ]
     assert len(rows) == len(expected) > 0
     for row, (preset, mark) in zip(rows, expected, strict=True):
         assert row["preset"] == preset
-        assert (int(row["turn"]), int(row["out"]), int(row["lost"])) == (
+        assert (int(row["turn"]), int(row["messages"]), int(row["out"]), int(row["lost"])) == (
             mark.turn,
+            mark.messages_out,
             mark.out_of_view,
             mark.lost,
         )
-        cells = [unescape(c) for c in re.findall(r'<td class="num[^"]*">(\d+)</td>', row["cells"])]
+        cells = [
+            unescape(c) for c in re.findall(r'<td class="num[^"]*"[^>]*>(\d+)</td>', row["cells"])
+        ]
         counts = [mark.in_summary, mark.pinned, mark.in_ledger, mark.behind_ref, mark.lost]
-        assert [int(c) for c in cells] == [mark.turn, mark.out_of_view, *counts]
+        assert [int(c) for c in cells] == [mark.turn, mark.messages_out, mark.out_of_view, *counts]
 
 
 def test_the_example_report_has_a_loss_report_per_compaction(example: Transcript) -> None:

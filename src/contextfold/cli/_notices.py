@@ -154,7 +154,8 @@ class NoticeWriter:
                 "warning",
             )
         if isinstance(event, LossReported):
-            if not event.out_of_view or event.trigger == MANUAL_TRIGGER:
+            moved = any(event.message_counts().values())
+            if not (event.out_of_view or moved) or event.trigger == MANUAL_TRIGGER:
                 return None  # nothing to add to the compaction's notice, or to /compact's report
             return Notice(f"compaction: {event_line(event)}", "warning" if event.lost else "info")
         if isinstance(event, SummarizerFellBack):

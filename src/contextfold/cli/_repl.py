@@ -37,6 +37,7 @@ from contextfold.engine import Session
 from contextfold.errors import ContextfoldError, ProviderError
 from contextfold.events import Event, LossReported
 from contextfold.paths import data_dir
+from contextfold.retention.loss import stored_where
 
 __all__ = ["HISTORY_FILE", "LOSS_PAUSE_LISTED", "ChatRepl", "EventRelay"]
 
@@ -237,7 +238,7 @@ class ChatRepl:
         printer = self.state.printer
         printer.idle()  # never a spinner over the question
         printer.finish()  # notices held back for a tool result print first
-        lost = [item for item in event.items if item.get("where") == "lost"]
+        lost = [item for item in event.items if stored_where(item) == "lost"]
         self.out.print(
             f"[yellow]The compaction took {plural(event.lost, 'fact')} out of the context "
             "that nothing in it can bring back:[/yellow]"

@@ -8,6 +8,7 @@ each announced as it happens; a table sums the session up at the end.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -25,7 +26,7 @@ import typer
 from rich.console import Console
 
 import contextfold
-from contextfold.agent import run_agent
+from contextfold.agent import StopReason, run_agent
 from contextfold.agent.text import human_size
 from contextfold.cli import _render
 from contextfold.cli._agent_setup import Agent, build_agent
@@ -50,17 +51,21 @@ from contextfold.events import (
     OutputTruncated,
     TokenUsage,
 )
+from contextfold.messages import reproducible_ids
 from contextfold.model_registry import ModelInfo
 from contextfold.providers import ChatResponse, ScriptedModel
 from contextfold.store import SessionStore, open_store
 
-__all__ = ["DEMO_WINDOW", "demo"]
+__all__ = ["DEMO_WINDOW", "INTERRUPTED_STATUS", "demo"]
 
 DEMO_WINDOW = 6_000
 """The demo's context window: small enough that a ten-step bug fix needs every mechanism."""
 
 DEMO_REPLY_RESERVE = 1_500
 """Tokens of the demo window kept for the reply."""
+
+INTERRUPTED_STATUS = 130
+"""Exit status after Ctrl-C (128 + SIGINT, as shells report it)."""
 
 DEMO_WIDTH = 100
 """Most columns the demo uses, so that its output reads well pasted into a README."""
@@ -116,18 +121,39 @@ def demo(
     """
     out = _render.console()
     out.width = min(out.width, DEMO_WIDTH)
-    folder = Path(tempfile.mkdtemp(prefix="contextfold-demo-"))
+    folder = _demo_folder()
     try:
-        with _python_on_path():
-            _run_demo(out, folder, window)
+        # The same ids on every run: ids and paths reach what the model reads, so they make the
+        # token counts, and the counts make the compactions.
+        with _python_on_path(), reproducible_ids():
+            stop = _run_demo(out, folder, window)
     finally:
         if keep:
             out.print(f"\nKept {_render.escape(str(folder))} (project and sessions.db).")
         else:
             shutil.rmtree(folder, ignore_errors=True)
+    if stop == "interrupted":
+        out.print("\n[dim]Interrupted.[/dim]")
+        raise typer.Exit(INTERRUPTED_STATUS)
 
 
-def _run_demo(out: Console, folder: Path, window: int) -> None:
+def _demo_folder() -> Path:
+    """A new folder for the demo with the same name on every run (``contextfold-demo-1`` in the
+    temporary folder, unless another demo holds it): its path is in the outputs the model
+    reads."""
+    parent = Path(tempfile.gettempdir())
+    for number in itertools.count(1):
+        folder = parent / f"contextfold-demo-{number}"
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        return folder
+    raise AssertionError("unreachable")
+
+
+def _run_demo(out: Console, folder: Path, window: int) -> StopReason:
+    """Run the demo's turns; how the last one stopped (``interrupted``: Ctrl-C ended it)."""
     project = folder / PROJECT_NAME
     shutil.copytree(_PROJECT_SOURCE, project, ignore=shutil.ignore_patterns("__pycache__"))
     settings = _demo_settings(folder / "sessions.db")
@@ -138,10 +164,13 @@ def _run_demo(out: Console, folder: Path, window: int) -> None:
     agent = _agent(settings, project, model, info, tally)
     _header(out, agent, project, folder)
     session = agent.open_session(title="fix lower-case discount codes")
-    _turn(out, agent, session, 1, FIRST_TASK, tally)
-    _turn(out, agent, session, 2, SECOND_TASK, tally)
-    session_id = session.id
-    agent.close()
+    try:
+        for number, task in ((1, FIRST_TASK), (2, SECOND_TASK)):
+            if _turn(out, agent, session, number, task, tally) == "interrupted":
+                return "interrupted"
+        session_id = session.id
+    finally:
+        agent.close()
     out.print()
     print_wrapped(
         out,
@@ -159,10 +188,12 @@ def _run_demo(out: Console, folder: Path, window: int) -> None:
             f"Resumed from the snapshot: {len(view)} messages in the view "
             f"(the transcript holds {browsable(agent.engine.store).last_seq(session_id)}).",
         )
-        _turn(out, agent, resumed, 3, THIRD_TASK, tally)
+        if _turn(out, agent, resumed, 3, THIRD_TASK, tally) == "interrupted":
+            return "interrupted"
     finally:
         agent.close()
     _summary(out, folder / "sessions.db", project, tally)
+    return "answered"
 
 
 def _demo_settings(store: Path) -> Settings:
@@ -228,7 +259,7 @@ def _header(out: Console, agent: Agent, project: Path, folder: Path) -> None:
 
 def _turn(
     out: Console, agent: Agent, session: Session, number: int, task: str, tally: _Tally
-) -> None:
+) -> StopReason:
     out.print()
     out.rule(f"turn {number}", align="left", style="dim")
     print_wrapped(out, _render.escape(task), lead="[bold]you:[/bold] ", indent=5)
@@ -247,8 +278,9 @@ def _turn(
     printer.line(
         f"[dim]context now: {_render.escape(printer.meter.read().text())}[/dim]", gutter=" " * 5
     )
-    if result.stop != "answered":
-        _render.print_error(f"the scripted agent stopped early ({result.stop})", warning=True)
+    if result.stop == "max_steps":
+        _render.print_error("the scripted agent stopped early (max_steps)", warning=True)
+    return result.stop
 
 
 def _summary(out: Console, store_path: Path, project: Path, tally: _Tally) -> None:

@@ -35,7 +35,7 @@ from contextfold.compaction.pipeline import replaced_by
 from contextfold.edits import ContextEdit, MaskEdit, edit_action
 from contextfold.engine.learned_window import stored_learned_window
 from contextfold.messages import Message
-from contextfold.retention.loss import count_line
+from contextfold.retention.loss import count_line, messages_line, stored_where
 from contextfold.store import BrowsableSessionStore, EditRecord, EventRecord, SessionInfo
 from contextfold.store.view_rebuild import replay
 
@@ -57,6 +57,14 @@ _OTHER_NAMES = {
 _LOSS_COUNTS = ("in_summary", "pinned", "in_ledger", "behind_ref", "lost")
 """The counts of a ``loss_reported`` event, as :func:`contextfold.retention.loss.count_line` takes
 them."""
+_MESSAGE_COUNTS = (
+    ("summary", "in_summary"),
+    ("recoverable", "recoverable"),
+    ("facts_kept", "facts_kept"),
+    ("lost", "lost"),
+)
+"""What stands for the messages a compaction took out of view, and the event field counting
+each (``messages_<field>``)."""
 
 NUMBERING_NOTE = (
     "call: the number of the model call in this session (1 = the first); edits and compactions "
@@ -246,16 +254,18 @@ def _event_row(event: EventRecord) -> dict[str, Any] | None:
             "settled_requests": None,
         }
     if kind == "loss_reported":
-        if not data.get("out_of_view"):
-            return None  # nothing left the view: the compaction's row says all there is
         counts = {key: int(data.get(key, 0)) for key in _LOSS_COUNTS}
-        lost = [i for i in data.get("items", ()) if isinstance(i, Mapping)]
+        messages = {w: int(data.get(f"messages_{key}", 0)) for w, key in _MESSAGE_COUNTS}
+        if not data.get("out_of_view") and not any(messages.values()):
+            return None  # nothing left the view: the compaction's row says all there is
+        listed = [i for i in data.get("items", ()) if isinstance(i, Mapping)]
         return {
             "type": "loss",
             "trigger": data.get("trigger"),
             "out_of_view": int(data.get("out_of_view", 0)),
             **counts,
-            "lost_items": [str(i.get("text", "")) for i in lost if i.get("where") == "lost"],
+            "messages": messages,
+            "lost_items": [str(i.get("text", "")) for i in listed if stored_where(i) == "lost"],
         }
     if kind in _NOTABLE_EVENTS:
         details = {k: v for k, v in data.items() if k != "at"}
@@ -410,6 +420,8 @@ def _cells(row: dict[str, Any]) -> tuple[str, ...]:
         return ("", "", "", "", fmt(row["after_tokens"]), "", what)
     if kind == "loss":
         line = count_line(**{key: row[key] for key in _LOSS_COUNTS})
+        moved = messages_line(row["messages"])
+        line = f"{moved}; {line}" if moved else line
         color = "yellow" if row["lost"] else "cyan"
         what = f"[{color}]loss report[/{color}]: {_render.escape(line)}"
         if row["lost_items"]:

@@ -212,7 +212,7 @@ def apply_result(
             horizon_requests=horizon,
         )
         core.emit(finished)
-        core.emit(state.account_for(result, trigger, core.id))
+        core.emit(state.account_for(result, trigger, core.id, core.read_stored))
         open_settlement(core, finished, settlement)
     elif trigger != "mask":
         compaction_failed(core, trigger, m.tokens, after, _why_unused(result))

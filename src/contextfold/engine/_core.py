@@ -90,6 +90,14 @@ class SessionCore:
 
     # -- events and the store ---------------------------------------------------------------------
 
+    def read_stored(self, ref: str) -> str | None:
+        """The stored output behind ``ref`` (the session's or an ancestor's); ``None`` when
+        nothing is stored under it."""
+        try:
+            return self.blobs.get_blob(self.id, ref)
+        except LookupError:
+            return None
+
     def emit(self, event: Event) -> None:
         """Send ``event`` to the engine's sinks, and to the request being prepared."""
         self.deps.events.emit(event)

@@ -9,7 +9,7 @@ the process, because it describes a request or a worker of this process.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from contextfold.messages import Message
 from contextfold.retention.ledger import Ledger, ledger_items, stored_refs, token_budget
 from contextfold.retention.loss import left_the_view, loss_report
 from contextfold.retention.pins import PinSet
+from contextfold.retention.probes import Probe, probe_of
 from contextfold.tokens.estimator import ContextSizeEstimator
 from contextfold.tools.deferral import ToolDeferral
 from contextfold.usage import UsageTracker
@@ -61,6 +62,9 @@ class TurnState:
     pace: PaceTracker = field(default_factory=PaceTracker)
     """Requests so far, how the view grew, the cache's clock and the edit being settled, for the
     cache-aware schedule (saved, the settlement aside)."""
+    facts: tuple[Probe, ...] = ()
+    """The facts the loss reports so far probed (saved): the next report probes them too, so a
+    fact a summary carried and the next one leaves out is reported."""
 
     last: PreparedRequest | None = None
     """The latest prepared request."""
@@ -94,6 +98,7 @@ class TurnState:
             "pins": self.pins.state(),
             "ledger": self.ledger.state(),
             "pace": self.pace.state(),
+            "facts": [[p.kind, p.text] for p in self.facts],
             **self.window.state(),
         }
 
@@ -112,11 +117,18 @@ class TurnState:
         self.pins = PinSet.from_state(saved.get("pins", []))
         self.ledger = Ledger.from_state(saved.get("ledger", []))
         self.pace = PaceTracker.from_state(saved.get("pace"))
+        self.facts = tuple(_saved_facts(saved.get("facts")))
         deferral = saved.get("tool_deferral")
         if isinstance(deferral, Mapping):
             self.deferral.restore(deferral)
 
-    def account_for(self, result: CompactResult, trigger: Trigger, session_id: str) -> LossReported:
+    def account_for(
+        self,
+        result: CompactResult,
+        trigger: Trigger,
+        session_id: str,
+        read_ref: Callable[[str], str | None] | None = None,
+    ) -> LossReported:
         """Refresh the ledger for the view ``result`` gives, and report what left the view.
 
         Called only when a compaction or mask batch changed the view: the request's prefix is
@@ -124,7 +136,8 @@ class TurnState:
         Its new items are those of the view the compaction started from that the new view no
         longer shows (what is still in view needs no entry), with the refs of the outputs the
         new view stands for (or the ledger named already): only those lead to a stored output.
-        The ledger names a ref a drop note kept without showing it.
+        The ledger names a ref a drop note kept without showing it. ``read_ref`` reads a stored
+        output (what it holds is recoverable, not lost).
         """
         readable = stored_refs(result.view) | self.ledger.refs
         previous = self.ledger
@@ -140,7 +153,10 @@ class TurnState:
             pins=[pin.text for pin in self.pins.pins],
             ledger=self.ledger,
             previous_ledger=previous,
+            read_ref=read_ref,
+            known=self.facts,
         )
+        self.facts = report.facts
         return LossReported(
             session_id=session_id,
             trigger=trigger,
@@ -148,10 +164,15 @@ class TurnState:
             in_summary=report.count("summary"),
             pinned=report.count("pinned"),
             in_ledger=report.count("ledger"),
-            behind_ref=report.count("ref"),
+            behind_ref=report.count("recoverable"),
             lost=report.count("lost"),
             items=tuple(item.to_dict() for item in report.listed()),
             ledger_items=len(self.ledger),
+            messages_in_summary=report.count_messages("summary"),
+            messages_recoverable=report.count_messages("recoverable"),
+            messages_facts_kept=report.count_messages("facts_kept"),
+            messages_lost=report.count_messages("lost"),
+            messages=tuple(m.to_dict() for m in report.listed_messages()),
         )
 
     def _expect_ledger(self, shown: str, renewed: str) -> None:
@@ -173,3 +194,12 @@ class TurnState:
         if view and view[-1].meta.kind == "context_note":  # the note is always last
             view.pop()
         return view
+
+
+def _saved_facts(saved: object) -> Iterator[Probe]:
+    """The facts of a saved state (none in a state saved before they were kept)."""
+    for entry in saved if isinstance(saved, list) else ():
+        if isinstance(entry, list) and len(entry) == 2:
+            probe = probe_of(str(entry[0]), str(entry[1]))
+            if probe is not None:
+                yield probe

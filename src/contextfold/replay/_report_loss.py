@@ -2,9 +2,10 @@
 and where it can still be read (:mod:`contextfold.retention.loss`).
 
 A row per compaction or mask batch that took anything out of view: the request it came before,
-its trigger, and how many facts a summary, a pin, the artifact ledger or a ref still holds, and
-how many nothing holds; the lost ones are listed under the table. Rows carry ``data-loss`` (the
-preset), ``data-turn`` and ``data-lost`` for tests and scripts.
+its trigger, how many messages it took out (their breakdown in the cell's title), and how many
+facts a summary, a pin, the artifact ledger or a ref still holds, and how many nothing holds;
+the lost ones are listed under the table. Rows carry ``data-loss`` (the preset),
+``data-turn``, ``data-messages`` and ``data-lost`` for tests and scripts.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from html import escape
 
 from contextfold.replay._report_cells import bad, preset_chip, table_box
 from contextfold.replay.records import LossMark, ReplayRun, TranscriptReplay
+from contextfold.retention.loss import messages_line
 
 __all__ = ["LOSS_LISTED_ITEMS", "loss_section"]
 
@@ -21,11 +23,10 @@ LOSS_LISTED_ITEMS = 30
 """Lost facts listed per preset under the table (the rest are counted)."""
 
 _EXPLAINED = (
-    "For every compaction and mask batch, the facts (the task, the user's requests and "
-    "constraints, files, error lines), pins and ledger items (commands, identifiers) that left "
-    "the view, by where the model can still read them: quoted in a summary, in a pin, in the "
-    "artifact ledger sent with every request, behind a ref that read_result reads back, or "
-    "nowhere (lost)."
+    "For every compaction and mask batch, the facts of the retention table (the task, the "
+    "user's constraints, the files modified, the error lines) that left the view, by where the "
+    "model can still read them: quoted in a summary, in a pin, in the artifact ledger sent with "
+    "every request, recoverable through a ref that read_result reads back, or nowhere (lost)."
 )
 
 
@@ -36,22 +37,22 @@ def loss_section(replay: TranscriptReplay) -> str:
         _row(run, index, mark)
         for index, run in enumerate(runs)
         for mark in run.losses
-        if mark.out_of_view
+        if mark.out_of_view or mark.messages_out
     ]
     heading = "<h3>Loss report</h3>"
     if not rows:
         reported = any(run.losses for run in runs)
         why = (
-            "No compaction took a fact out of view."
+            "No compaction took anything out of view."
             if reported
             else "No preset compacted at this window."
         )
         return f'{heading}<p class="meta" data-loss-empty>{why}</p>'
     table = (
         '<table data-table="loss"><thead><tr><th>preset</th><th class="num">request</th>'
-        '<th>trigger</th><th class="num">out of view</th><th class="num">in summary</th>'
+        '<th>trigger</th><th class="num">messages out</th><th class="num">facts out</th><th class="num">in summary</th>'
         '<th class="num">pinned</th><th class="num">in ledger</th>'
-        '<th class="num">behind refs</th><th class="num">lost</th></tr></thead>'
+        '<th class="num">recoverable</th><th class="num">lost</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
     return (
@@ -64,11 +65,15 @@ def loss_section(replay: TranscriptReplay) -> str:
 
 def _row(run: ReplayRun, index: int, mark: LossMark) -> str:
     counts = (mark.in_summary, mark.pinned, mark.in_ledger, mark.behind_ref)
+    moved = messages_line(dict(mark.messages))
     return (
         f'<tr data-loss="{escape(run.preset)}" data-turn="{mark.turn}" '
-        f'data-out="{mark.out_of_view}" data-lost="{mark.lost}">'
+        f'data-messages="{mark.messages_out}" data-out="{mark.out_of_view}" '
+        f'data-lost="{mark.lost}">'
         f'<td>{preset_chip(run.preset, index)}</td><td class="num">{mark.turn}</td>'
-        f'<td>{escape(mark.trigger)}</td><td class="num">{mark.out_of_view}</td>'
+        f"<td>{escape(mark.trigger)}</td>"
+        f'<td class="num" title="{escape(moved)}">{mark.messages_out}</td>'
+        f'<td class="num">{mark.out_of_view}</td>'
         + "".join(f'<td class="num">{n}</td>' for n in counts)
         + f'<td class="num {bad(mark.lost)}">{mark.lost}</td></tr>'
     )

@@ -71,6 +71,7 @@ from contextfold.replay.records import (
     TranscriptReplay,
     TurnRecord,
 )
+from contextfold.retention.loss import stored_where
 from contextfold.store import SQLiteVersionWarning
 from contextfold.tokens.counters import TokenCounter, counter_for
 from contextfold.transcripts.transcript import Transcript
@@ -212,11 +213,13 @@ def _replay_once(
         if probes is None:
             probes = probes_for(transcript.messages)
         read_ref = _ref_reader(engine, session)
-        # What the model last read: the view and the system prompt it came with (the pins and
-        # the ledger are sections of it), as the peers' final views carry theirs.
+        # What the model last read: the view and the system prompt it came with (the pins are a
+        # section of it), as the peers' final views carry theirs, and the ledger, which rides
+        # in the system prompt or, after a summary, with the latest summary.
         last = session.last_request
         system = [Message.system(last.system_text)] if last is not None else []
-        final = [*system, *session.view]
+        ledger = [Message.system(session.ledger.render())] if len(session.ledger) else []
+        final = [*system, *ledger, *session.view]
         run.retention = check_retention(probes, final, read_ref)
         run.failed_approaches = check_failed_approaches(failed, final, read_ref)
         run.final_tokens = engine.counter.count_messages(session.view)
@@ -315,7 +318,10 @@ class _LossLog:
         run = self.run
         if run is None or not isinstance(event, LossReported):
             return
-        lost = tuple(str(i.get("text", "")) for i in event.items if i.get("where") == "lost")
+        items = tuple(
+            (str(i.get("kind", "")), str(i.get("text", "")), stored_where(i)) for i in event.items
+        )
+        lost = tuple(text for _, text, where in items if where == "lost")
         run.losses.append(
             LossMark(
                 turn=len(run.turns),  # the record of the request being prepared comes next
@@ -326,6 +332,8 @@ class _LossLog:
                 behind_ref=event.behind_ref,
                 lost=event.lost,
                 lost_items=lost,
+                items=items,
+                messages=event.message_counts(),
             )
         )
 

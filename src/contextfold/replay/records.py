@@ -98,10 +98,19 @@ class LossMark:
     behind_ref: int = 0
     lost: int = 0
     lost_items: tuple[str, ...] = ()
+    items: tuple[tuple[str, str, str], ...] = ()
+    """The facts the report listed, as ``(kind, text, where)``."""
+    messages: Mapping[str, int] = field(default_factory=dict)
+    """The messages that left the view, by what stands for them now."""
+
+    @property
+    def messages_out(self) -> int:
+        """Messages the compaction took out of view (or whose outputs it replaced)."""
+        return sum(self.messages.values())
 
     @property
     def out_of_view(self) -> int:
-        """Facts, pins and ledger items that left the view."""
+        """Facts whose place the compaction changed (out of the conversation)."""
         return self.in_summary + self.pinned + self.in_ledger + self.behind_ref + self.lost
 
     def to_json(self) -> dict[str, Any]:
@@ -116,6 +125,7 @@ class LossMark:
             "behind_ref": self.behind_ref,
             "lost": self.lost,
             "lost_items": list(self.lost_items),
+            "messages": dict(self.messages),
         }
 
 

@@ -1,96 +1,93 @@
 """The loss report: what a compaction took out of the view, and where it can still be read.
 
-A compaction or a mask batch replaces part of the view; the facts in that part do not all
-vanish. :func:`loss_report` compares the view before and after and, for each probe that was in
-the conversation before and is not after (or was in the artifact ledger, which the refresh
-dropped it from to stay within its bounds), says where the model can still read it, the best
-place first:
+A compaction or a mask batch replaces part of the view; what was in that part does not all
+vanish. :func:`loss_report` compares the view before and after and accounts for two things.
+
+**Facts.** The facts are those of the replay's retention table, found and looked up the same way
+(:mod:`contextfold.retention.probes`: the task, the user's constraints, the files modified, the
+error lines). Each fact whose place changed, and which is not in the conversation any more, is
+an item saying where the model can read it now, the best place first:
 
 - ``summary`` — a summary in the new view quotes it;
 - ``pinned`` — a pin carries it (pins are in every request's system prompt);
 - ``ledger`` — the artifact ledger lists it (:mod:`contextfold.retention.ledger`);
-- ``ref`` — the stored output it came from is named in the new view or the ledger, so
-  ``read_result <ref>`` reads it back;
+- ``recoverable`` — a stored output that the new view or the ledger names holds it, so
+  ``read_result <ref>`` reads it back (what a ref leads to is never called lost);
 - ``lost`` — nowhere the model can reach.
 
-The probes are the facts the summaries are written from (:func:`~contextfold.compaction.
-extract_facts`: the task, the user's requests and constraints, the files read and modified, the
-error lines), the session's pins, and the ledger's items (commands and identifiers besides).
-Matching is on exact wording, case-insensitive with whitespace collapsed, so a paraphrase counts
-as lost; a path also matches by its last two components. Everything here is a pure function of
-messages, so the same compaction always gets the same report.
+The facts probed are those of the view before the compaction and those the session met before
+(``known``): a fact a summary carried, and the next summary leaves out, is reported then.
+
+**Messages.** Every message the compaction took out of the view, and every message whose tool
+output it replaced, is listed with what stands for it now: a ``summary`` covering it, its
+outputs ``recoverable`` through refs, ``lost`` when it held a fact now lost or an output no ref
+leads back to, and ``facts_kept`` otherwise (the agent's own words and calls, whose facts, if
+any, are still readable).
+
+Everything here is a pure function of its arguments, so the same compaction always gets the same
+report.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from contextfold.events import LossReported
-from contextfold.history.facts import extract_facts
-from contextfold.history.texts import part_texts
-from contextfold.messages import (
-    Message,
-    SummaryPart,
+from contextfold.messages import Message, SummaryPart
+from contextfold.retention.ledger import Ledger, LedgerItem, output_ref
+from contextfold.retention.probes import (
+    Probe,
+    ProbeKind,
+    ViewText,
+    is_summary,
+    normalize,
+    probes_for,
 )
-from contextfold.redaction.redactor import redact_text
-from contextfold.retention.ledger import Ledger, LedgerItem, ledger_items, output_ref, visible_refs
 
 __all__ = [
     "MAX_LISTED_ITEMS",
+    "MESSAGE_WHERES",
     "WHERES",
     "LossItem",
     "LossReport",
-    "Probe",
-    "ProbeKind",
+    "MessageOut",
+    "MessageWhere",
     "Where",
     "count_line",
     "event_line",
     "left_the_view",
     "loss_report",
-    "probes_of",
+    "messages_line",
+    "stored_where",
 ]
 
-Where: TypeAlias = Literal["summary", "pinned", "ledger", "ref", "lost"]
-"""Where a probe that left the view can still be read (see the module docstring)."""
+Where: TypeAlias = Literal["summary", "pinned", "ledger", "recoverable", "lost"]
+"""Where a fact that left the view can still be read (see the module docstring)."""
 
-WHERES: tuple[Where, ...] = ("summary", "pinned", "ledger", "ref", "lost")
-"""The places, best first: the first that holds a probe is its answer."""
+WHERES: tuple[Where, ...] = ("summary", "pinned", "ledger", "recoverable", "lost")
+"""The places, best first: the first that holds a fact is its answer."""
 
-ProbeKind: TypeAlias = Literal[
-    "task", "request", "constraint", "file", "error", "pin", "command", "identifier"
-]
-"""What a probe is."""
+MessageWhere: TypeAlias = Literal["summary", "recoverable", "facts_kept", "lost"]
+"""What stands for a message that left the view (see the module docstring)."""
+
+MESSAGE_WHERES: tuple[MessageWhere, ...] = ("summary", "recoverable", "facts_kept", "lost")
+"""The answers for messages, in the order a report counts them."""
+
+_OLD_WHERES = {"ref": "recoverable"}
+"""Places under the names reports stored before they were renamed."""
 
 MAX_LISTED_ITEMS = 40
-"""Items a report lists one by one (lost ones first); its counts cover every item."""
+"""Items (and messages) a report lists one by one, the lost ones first; its counts cover all."""
 
-TASK_PROBE_CHARS = 200
-"""Characters of the task's first line probed: a summary restates a long task, rarely whole."""
-
-_SUMMARY_KINDS = frozenset({"summary", "tool_summary"})
-"""Message kinds whose text is a summary rather than the conversation itself."""
-
-_OUTPUT_KINDS: frozenset[ProbeKind] = frozenset({"file", "error", "command", "identifier"})
-"""Probes whose tool output is worth reading back (a user's words are never stored as one)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Probe:
-    """One thing to look for: its kind, its text, the normalized wordings that match it, and
-    the refs of the outputs it came from."""
-
-    kind: ProbeKind
-    text: str
-    needles: tuple[str, ...]
-    refs: tuple[str, ...] = ()
+_Place: TypeAlias = Literal["verbatim", "summary", "pinned", "ledger", "recoverable", "lost"]
 
 
 @dataclass(frozen=True, slots=True)
 class LossItem:
-    """A probe that left the view, and where it can be read now (``ref`` when ``where`` is
-    ``"ref"``)."""
+    """A fact that left the view, and where it can be read now (``ref``: the stored output
+    holding it, when ``where`` is ``"recoverable"``)."""
 
     kind: ProbeKind
     text: str
@@ -102,15 +99,37 @@ class LossItem:
         return {"kind": self.kind, "text": self.text, "where": self.where, "ref": self.ref}
 
 
+@dataclass(frozen=True, slots=True)
+class MessageOut:
+    """A message the compaction took out of the view (or whose outputs it replaced), and what
+    stands for it now (``refs``: the stored outputs that read it back)."""
+
+    id: str
+    role: str
+    where: MessageWhere
+    refs: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (as :class:`~contextfold.events.LossReported` lists it)."""
+        return {"id": self.id, "role": self.role, "where": self.where, "refs": list(self.refs)}
+
+
 @dataclass(frozen=True)
 class LossReport:
-    """Every probe that left the view in one compaction, with where each can be read."""
+    """Every fact whose place one compaction changed, and every message it took out of view."""
 
     items: tuple[LossItem, ...] = ()
+    messages: tuple[MessageOut, ...] = ()
+    facts: tuple[Probe, ...] = ()
+    """Every fact probed (what the session knows of so far, for the next report)."""
 
     def count(self, where: Where | None = None) -> int:
         """How many items are in ``where`` (all of them without it)."""
         return sum(1 for i in self.items if where is None or i.where == where)
+
+    def count_messages(self, where: MessageWhere | None = None) -> int:
+        """How many messages left the view with ``where`` (all of them without it)."""
+        return sum(1 for m in self.messages if where is None or m.where == where)
 
     @property
     def lost(self) -> tuple[LossItem, ...]:
@@ -123,102 +142,73 @@ class LossReport:
         rank = {w: i for i, w in enumerate(reversed(WHERES))}
         return tuple(sorted(self.items, key=lambda i: rank[i.where])[:MAX_LISTED_ITEMS])
 
+    def listed_messages(self) -> tuple[MessageOut, ...]:
+        """At most :data:`MAX_LISTED_ITEMS` messages, the lost ones first."""
+        return tuple(sorted(self.messages, key=lambda m: m.where != "lost")[:MAX_LISTED_ITEMS])
+
     def line(self) -> str:
-        """One line for a person: ``3 facts out of view (1 in summary, 2 behind refs, 0
-        lost)`` (see :func:`count_line`)."""
+        """One line for a person: ``3 facts out of view (1 in summary, 2 recoverable through
+        refs, 0 lost)`` (see :func:`count_line`)."""
         return count_line(
             in_summary=self.count("summary"),
             pinned=self.count("pinned"),
             in_ledger=self.count("ledger"),
-            behind_ref=self.count("ref"),
+            behind_ref=self.count("recoverable"),
             lost=self.count("lost"),
         )
 
 
 def count_line(*, in_summary: int, pinned: int, in_ledger: int, behind_ref: int, lost: int) -> str:
     """The counts of a loss report in one line; places holding nothing are left out, except
-    the summary, refs and lost (the three every compaction can have)."""
+    the summary, refs and lost (the three every compaction can have), and all of them when no
+    fact left the view."""
     total = in_summary + pinned + in_ledger + behind_ref + lost
+    if not total:
+        return "no fact out of view"
     parts = [f"{in_summary} in summary"]
     if pinned:
         parts.append(f"{pinned} pinned")
     if in_ledger:
         parts.append(f"{in_ledger} in the ledger")
-    parts += [f"{behind_ref} behind refs", f"{lost} lost"]
+    parts += [f"{behind_ref} recoverable through refs", f"{lost} lost"]
     return f"{total} {'fact' if total == 1 else 'facts'} out of view ({', '.join(parts)})"
 
 
+def messages_line(counts: dict[str, int]) -> str:
+    """The messages of a loss report in one line: ``8 messages out of view (3 recoverable
+    through refs, 5 with no fact lost)``; empty when no message left the view."""
+    total = sum(counts.values())
+    if not total:
+        return ""
+    labels = {
+        "summary": "in a summary",
+        "recoverable": "recoverable through refs",
+        "facts_kept": "with no fact lost",
+        "lost": "lost",
+    }
+    parts = [f"{counts[w]} {labels[w]}" for w in MESSAGE_WHERES if counts.get(w)]
+    noun = "message" if total == 1 else "messages"
+    return f"{total} {noun} out of view ({', '.join(parts)})"
+
+
 def event_line(event: LossReported) -> str:
-    """:func:`count_line` for a :class:`~contextfold.events.LossReported` event."""
-    return count_line(
+    """:func:`count_line` (and :func:`messages_line`) for a
+    :class:`~contextfold.events.LossReported` event."""
+    line = count_line(
         in_summary=event.in_summary,
         pinned=event.pinned,
         in_ledger=event.in_ledger,
         behind_ref=event.behind_ref,
         lost=event.lost,
     )
+    messages = messages_line(event.message_counts())
+    return f"{messages}; {line}" if messages else line
 
 
-# --------------------------------------------------------------------------------------------------
-# Probes
-# --------------------------------------------------------------------------------------------------
-
-
-def probes_of(messages: Sequence[Message], *, pins: Iterable[str] = ()) -> list[Probe]:
-    """The probes of ``messages``: facts, pins, then ledger items, one per wording (the first
-    kind that names a text keeps it). Summaries already in ``messages`` are not read: the
-    probes are what happened, not what someone wrote about it."""
-    conversation = [m for m in messages if not _is_summary(m)]
-    refs = _output_refs(conversation)
-    facts = extract_facts(conversation)
-    found: list[Probe] = []
-    if facts.task is not None:
-        # Redacted before the cut (the event is stored; half a secret no longer looks like one).
-        task = _first_line(redact_text(facts.task.text))[:TASK_PROBE_CHARS]
-        found.append(_probe("task", task))
-    found += [_probe("request", f.text) for f in facts.user_requests]
-    found += [_probe("constraint", f.text) for f in facts.constraints]
-    for fact in (*facts.files_modified, *facts.files_read):
-        found.append(_probe("file", fact.text, _refs_for(fact.sources, refs)))
-    found += [_probe("error", f.text, _refs_for(f.sources[-1:], refs)) for f in facts.errors]
-    found += [_probe("pin", text) for text in pins]
-    stored = {ref for listed in refs.values() for ref in listed}
-    for item in ledger_items(conversation, readable_refs=stored):
-        kind: ProbeKind = item.kind
-        found.append(_probe(kind, item.text, (item.ref,) if item.ref else ()))
-    unique: dict[str, Probe] = {}
-    for probe in found:
-        if probe.needles and all(probe.needles):
-            unique.setdefault(probe.needles[0], probe)
-    return list(unique.values())
-
-
-def _probe(kind: ProbeKind, text: str, refs: Iterable[str] = ()) -> Probe:
-    needles = _path_needles(text) if kind == "file" else (_normalize(text.rstrip("…")),)
-    return Probe(kind, text, needles, tuple(dict.fromkeys(refs)) if kind in _OUTPUT_KINDS else ())
-
-
-def _output_refs(messages: Sequence[Message]) -> dict[str, list[str]]:
-    """The refs of the outputs each message id stands for: a result message's own outputs, and
-    the outputs answering an assistant message's calls."""
-    by_call: dict[str, str] = {}
-    refs: dict[str, list[str]] = {}
-    for message in messages:
-        for result in message.tool_results:
-            ref = output_ref(result)
-            by_call.setdefault(result.call_id, ref)
-            refs.setdefault(message.id, []).append(ref)
-    for message in messages:
-        for call in message.tool_calls:
-            if call.call_id in by_call:
-                refs.setdefault(message.id, []).append(by_call[call.call_id])
-        if message.role == "assistant" and message.id in by_call:  # a text-command agent
-            refs.setdefault(message.id, []).append(by_call[message.id])
-    return refs
-
-
-def _refs_for(sources: Iterable[str], refs: Mapping[str, list[str]]) -> list[str]:
-    return [ref for source in sources for ref in refs.get(source, ())]
+def stored_where(item: Mapping[str, Any]) -> str:
+    """The place of a listed item as stored, under its current name."""
+    where = str(item.get("where", ""))
+    return _OLD_WHERES.get(where, where)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -233,94 +223,133 @@ def loss_report(
     pins: Iterable[str] = (),
     ledger: Ledger | None = None,
     previous_ledger: Ledger | None = None,
+    read_ref: Callable[[str], str | None] | None = None,
+    known: Iterable[Probe] = (),
 ) -> LossReport:
     """What left the view between ``before`` and ``after``, and where each can be read now.
 
     ``pins`` are the session's pin texts and ``ledger`` its ledger as refreshed for ``after``
-    (both are sent with every request, so what they hold is not lost). ``previous_ledger`` is
-    the ledger ``before`` was sent with: an item the refresh dropped to stay within its bounds
-    left the view too, unless the conversation still shows it.
+    (both are sent with every request, so what they hold is not lost); ``previous_ledger`` is
+    the ledger ``before`` was sent with. ``read_ref`` reads a stored output by ref (``None``
+    when it is not stored); without it nothing counts as recoverable. ``known`` are the facts
+    an earlier report probed (:attr:`LossReport.facts`).
     """
-    pin_texts = tuple(pins)
-    before_text, _ = _view_text(before)
-    after_text, after_summaries = _view_text(after)
     ledger = ledger or Ledger()
-    pinned = _normalize("\n".join(pin_texts))
-    listed = _normalize(ledger.render())
-    reachable = visible_refs(after) | ledger.refs
-    probes = [p for p in probes_of(before, pins=pin_texts) if _has(before_text, p.needles)]
-    probed = {p.needles[0] for p in probes}
-    for item in previous_ledger.items if previous_ledger is not None else ():
-        probe = _probe(item.kind, item.text, (item.ref,) if item.ref else ())
-        if probe.needles[0] not in probed:
-            probed.add(probe.needles[0])
-            probes.append(probe)
+    previous_ledger = previous_ledger or Ledger()
+    pinned = normalize("\n".join(pins))
+    was = _Places(
+        ViewText.of(before, read_ref, extra_refs=previous_ledger.refs), pinned, previous_ledger
+    )
+    now = _Places(ViewText.of(after, read_ref, extra_refs=ledger.refs), pinned, ledger)
+    facts = _facts(before, known)
     items: list[LossItem] = []
-    for probe in probes:
-        needles = probe.needles
-        if _has(after_text, needles):
-            continue  # still in the conversation
-        if _has(after_summaries, needles):
-            items.append(LossItem(probe.kind, probe.text, "summary"))
-        elif _has(pinned, needles):
-            items.append(LossItem(probe.kind, probe.text, "pinned"))
-        elif _has(listed, needles):
-            if not _has(before_text, needles):
-                continue  # in the ledger before and after: it never left the view
-            items.append(LossItem(probe.kind, probe.text, "ledger"))
-        else:
-            ref = next((r for r in probe.refs if r in reachable), None)
-            where: Where = "lost" if ref is None else "ref"
-            items.append(LossItem(probe.kind, probe.text, where, ref))
-    return LossReport(tuple(items))
+    lost_sources: set[str] = set()
+    for probe in facts:
+        place = now.place(probe.needles)
+        if place == "verbatim" or place == was.place(probe.needles):
+            continue  # in the conversation, or where it was (a report said so then)
+        ref = now.view.holding_ref(probe.needles) if place == "recoverable" else None
+        items.append(LossItem(probe.kind, probe.text, place, ref))
+        if place == "lost":
+            lost_sources.update(probe.sources)
+    messages = _messages_out(before, after, frozenset(now.view.refs), lost_sources)
+    return LossReport(tuple(items), tuple(messages), tuple(facts))
+
+
+class _Places:
+    """Where a view, the pins and a ledger hold a fact: one lookup, the best place first."""
+
+    def __init__(self, view: ViewText, pinned: str, ledger: Ledger) -> None:
+        self.view = view
+        self.pinned = pinned
+        self.listed = normalize(ledger.render())
+
+    def place(self, needles: Sequence[str]) -> _Place:
+        if any(n in self.view.in_view for n in needles):
+            return "verbatim"
+        if any(n in self.view.in_summary for n in needles):
+            return "summary"
+        if any(n in self.pinned for n in needles):
+            return "pinned"
+        if any(n in self.listed for n in needles):
+            return "ledger"
+        return "recoverable" if self.view.holding_ref(needles) is not None else "lost"
+
+
+def _facts(before: Sequence[Message], known: Iterable[Probe]) -> list[Probe]:
+    """The facts of ``before`` (with the messages they came from), then the ``known`` ones
+    ``before`` no longer shows the source of; one per fact."""
+    unique: dict[str, Probe] = {}
+    for probe in (*probes_for(before), *known):
+        unique.setdefault(probe.key, probe)
+    return list(unique.values())
+
+
+def _messages_out(
+    before: Sequence[Message],
+    after: Sequence[Message],
+    reachable: frozenset[str],
+    lost_sources: set[str],
+) -> list[MessageOut]:
+    """Every message of ``before`` that ``after`` no longer holds as it was, with what stands
+    for it now."""
+    kept = {m.id: m for m in after}
+    covered = _covered(before, after)
+    out: list[MessageOut] = []
+    for message in before:
+        now = kept.get(message.id)
+        if now == message or is_summary(message):
+            continue  # unchanged; or a summary another one replaced (its facts are probed)
+        replaced = message.tool_results
+        if now is not None:
+            still = {(r.call_id, r.content) for r in now.tool_results}
+            replaced = tuple(r for r in replaced if (r.call_id, r.content) not in still)
+        refs = tuple(output_ref(r) for r in replaced)
+        where = _message_where(message.id in covered, refs, reachable, message.id in lost_sources)
+        out.append(MessageOut(message.id, message.role, where, refs))
+    return out
+
+
+def _message_where(
+    covered: bool, refs: Sequence[str], reachable: frozenset[str], held_lost: bool
+) -> MessageWhere:
+    if held_lost:
+        return "lost"
+    if covered:
+        return "summary"
+    if any(ref not in reachable for ref in refs):
+        return "lost"
+    return "recoverable" if refs else "facts_kept"
+
+
+def _covered(before: Sequence[Message], after: Sequence[Message]) -> set[str]:
+    """Ids of the messages of ``before`` a summary in ``after`` stands for (a drop note stands
+    for none: what it names is accounted for by its refs)."""
+    position = {m.id: i for i, m in enumerate(before)}
+    covered: set[str] = set()
+    for message in after:
+        if message.meta.kind not in ("summary", "tool_summary"):
+            continue
+        for part in message.parts:
+            if isinstance(part, SummaryPart) and part.covers is not None:
+                first, last = (position.get(i) for i in part.covers)
+                if first is not None and last is not None:
+                    covered.update(m.id for m in before[first : last + 1])
+    return covered
 
 
 def left_the_view(items: Iterable[LedgerItem], after: Sequence[Message]) -> list[LedgerItem]:
     """The ``items`` whose wording no longer appears in ``after``'s conversation (what a ledger
     refreshed for ``after`` must name: what is still in view needs no entry)."""
-    text, _ = _view_text(after)
-    return [
-        item
-        for item in items
-        if not _has(
-            text, _path_needles(item.text) if item.kind == "file" else (_normalize(item.text),)
-        )
-    ]
+    text = ViewText.of([m for m in after if not is_summary(m)]).in_view
+    return [item for item in items if not any(n in text for n in _ledger_needles(item))]
 
 
-def _has(text: str, needles: Iterable[str]) -> bool:
-    return any(n in text for n in needles)
-
-
-def _is_summary(message: Message) -> bool:
-    return message.meta.kind in _SUMMARY_KINDS
-
-
-def _view_text(messages: Iterable[Message]) -> tuple[str, str]:
-    """The normalized text of ``messages``: the conversation, and the summaries."""
-    ordinary: list[str] = []
-    summaries: list[str] = []
-    for message in messages:
-        summary = _is_summary(message)
-        for part in message.parts:
-            if isinstance(part, SummaryPart):
-                summaries.append(part.text)
-            else:
-                (summaries if summary else ordinary).extend(part_texts(part))
-    return _normalize("\n".join(ordinary)), _normalize("\n".join(summaries))
-
-
-def _path_needles(path: str) -> tuple[str, ...]:
-    parts = [p for p in path.split("/") if p and p != "."]
-    needles = [_normalize(path)]
+def _ledger_needles(item: LedgerItem) -> tuple[str, ...]:
+    if item.kind != "file":
+        return (normalize(item.text),)
+    parts = [p for p in item.text.split("/") if p and p != "."]
+    needles = [normalize(item.text)]
     if len(parts) >= 2:
-        needles.append(_normalize("/".join(parts[-2:])))
+        needles.append(normalize("/".join(parts[-2:])))
     return tuple(dict.fromkeys(needles))
-
-
-def _normalize(text: str) -> str:
-    return " ".join(text.split()).casefold()
-
-
-def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
