@@ -50,7 +50,8 @@ def loss_section(replay: TranscriptReplay) -> str:
         return f'{heading}<p class="meta" data-loss-empty>{why}</p>'
     table = (
         '<table data-table="loss"><thead><tr><th>preset</th><th class="num">request</th>'
-        '<th>trigger</th><th class="num">messages out</th><th class="num">facts out</th><th class="num">in summary</th>'
+        '<th>trigger</th><th class="num">messages out</th><th class="num">facts out</th>'
+        '<th class="num">in summary</th>'
         '<th class="num">pinned</th><th class="num">in ledger</th>'
         '<th class="num">recoverable</th><th class="num">lost</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
