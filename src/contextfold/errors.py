@@ -26,7 +26,10 @@ ContextfoldError
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
 
 __all__ = [
     "AuthenticationError",
@@ -49,6 +52,7 @@ __all__ = [
     "UnknownFormatError",
     "UnknownModelError",
     "UsageError",
+    "install_hint",
 ]
 
 
@@ -97,9 +101,27 @@ class MissingDependencyError(UsageError, ImportError):
     def __init__(self, package: str, extra: str) -> None:
         self.package = package
         self.extra = extra
-        super().__init__(
-            f'{package!r} is not installed; install it with: pip install "contextfold[{extra}]"'
-        )
+        super().__init__(f"{package!r} is not installed; install it with: {install_hint(extra)}")
+
+
+def install_hint(extra: str) -> str:
+    """The ``pip install`` line that adds an extra to this installation: from the checkout it
+    runs from (``pip install "/path/to/contextfold[proxy]"``), else the extra's packages by
+    name (contextfold itself is not on PyPI)."""
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "src" / "contextfold").is_dir():
+        return f'pip install "{checkout}[{extra}]"'
+    try:
+        wanted = metadata.requires("contextfold") or []
+    except metadata.PackageNotFoundError:
+        wanted = []
+    marker = re.compile(rf"""extra\s*==\s*["']{re.escape(extra)}["']""")
+    packages = [r.split(";")[0].strip() for r in wanted if marker.search(r)]
+    return (
+        "pip install " + " ".join(f'"{p}"' for p in packages)
+        if packages
+        else (f'pip install "contextfold[{extra}]"')
+    )
 
 
 # -- input -----------------------------------------------------------------------------------------

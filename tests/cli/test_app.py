@@ -72,10 +72,10 @@ def test_success_exits_zero(monkeypatch: pytest.MonkeyPatch) -> None:
         (["doctor"], "contextfold doctor"),
         (["config", "show"], "contextfold config show"),
         (["sessions", "list"], "contextfold sessions list --limit 5"),
-        (["sessions", "show"], "contextfold sessions show sess_0193ab"),
-        (["sessions", "export"], "contextfold sessions export sess_0193ab -o session.jsonl"),
-        (["sessions", "delete"], "contextfold sessions delete sess_0193ab --yes"),
-        (["inspect"], "contextfold inspect sess_0193ab"),
+        (["sessions", "show"], "contextfold sessions show ses_66130b27d9fd"),
+        (["sessions", "export"], "contextfold sessions export ses_66130b27d9fd -o session.jsonl"),
+        (["sessions", "delete"], "contextfold sessions delete ses_66130b27d9fd --yes"),
+        (["inspect"], "contextfold inspect ses_66130b27d9fd"),
     ],
 )
 def test_every_command_has_help_with_an_example(command: list[str], example: str) -> None:

@@ -28,7 +28,13 @@ from contextfold.agent import (
     coding_toolbox,
 )
 from contextfold.cli._render import print_error
-from contextfold.cli._store import StoreOption, print_store_warnings, warn_wal_reset
+from contextfold.cli._store import (
+    StoreOption,
+    browsable,
+    print_store_warnings,
+    resolve_session_id,
+    warn_wal_reset,
+)
 from contextfold.compaction import (
     Compactor,
     LLMSummarizer,
@@ -125,7 +131,8 @@ ResumeOption = Annotated[
     typer.Option(
         "--resume",
         metavar="SESSION",
-        help="Continue a stored session by id (see `contextfold sessions list`).",
+        help="Continue a stored session by id, or any unique start of it (see "
+        "`contextfold sessions list`).",
         show_default=False,
     ),
 ]
@@ -258,7 +265,7 @@ class Agent:
     def open_session(self, resume: str | None = None, *, title: str | None = None) -> Session:
         """The session to work in: ``resume`` continued from the store, else a new one."""
         if resume:
-            return self.engine.resume(resume)
+            return self.engine.resume(resolve_session_id(browsable(self.engine.store), resume))
         return self.engine.new_session(title=title, metadata={"cwd": str(self.root)})
 
     def close(self) -> None:

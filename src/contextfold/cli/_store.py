@@ -44,6 +44,7 @@ __all__ = [
     "missing_session",
     "open_existing_store",
     "print_store_warnings",
+    "resolve_session_id",
     "store_location",
     "wal_reset_notice",
     "warn_wal_reset",
@@ -75,7 +76,10 @@ StoreOption = Annotated[
 
 SessionArgument = Annotated[
     str,
-    typer.Argument(metavar="SESSION", help="The session id (see `contextfold sessions list`)."),
+    typer.Argument(
+        metavar="SESSION",
+        help="The session id, or any unique start of it (see `contextfold sessions list`).",
+    ),
 ]
 """The session id argument of those commands."""
 
@@ -83,9 +87,12 @@ SessionArgument = Annotated[
 class StoreLocation:
     """Where the store is: the target ``open_store`` takes, and the SQLite file, if any."""
 
-    def __init__(self, target: str, *, warn_wal_reset: bool = True) -> None:
+    def __init__(self, target: str, *, warn_wal_reset: bool = True, named: bool = False) -> None:
         self.target = target
         self.warn_wal_reset = warn_wal_reset
+        self.named = named
+        """The user named this store (``--store`` or the ``store`` setting): a missing file is
+        a mistake to report, not an empty default store."""
         path = target[len(_SQLITE_SCHEME) :] if target.startswith(_SQLITE_SCHEME) else target
         is_file = "://" not in path and path != ":memory:"
         self.file: Path | None = Path(path).expanduser() if is_file else None
@@ -103,8 +110,9 @@ def store_location(option: str | None) -> StoreLocation:
     """``--store``, else the ``store`` setting (files, ``CONTEXTFOLD_DATABASE_URL``), else the
     default SQLite file."""
     settings = load_settings()
-    target = option or settings.get("store") or str(default_store_path())
-    return StoreLocation(str(target), warn_wal_reset=warn_wal_reset(settings))
+    named = option or settings.get("store")
+    target = named or str(default_store_path())
+    return StoreLocation(str(target), warn_wal_reset=warn_wal_reset(settings), named=bool(named))
 
 
 def warn_wal_reset(settings: Settings) -> bool:
@@ -167,3 +175,30 @@ def browsable(store: SessionStore) -> BrowsableSessionStore:
 def missing_session(session_id: str, location: StoreLocation) -> StoreError:
     """The error for a session looked up in a store that does not exist yet."""
     return StoreError(f"no session with id {session_id!r}: there is no session store at {location}")
+
+
+def resolve_session_id(store: BrowsableSessionStore, given: str) -> str:
+    """The id of the session ``given`` names: the id itself, or the one session whose id starts
+    with it (ids are long; any unique prefix is accepted wherever an id is taken). An unknown
+    id is returned as given, for the lookup to report; a prefix of several ids is an error
+    that lists them."""
+    try:
+        return store.get_session(given).id
+    except LookupError:
+        pass
+    matches = [info.id for info in store.list_sessions() if info.id.startswith(given)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        shown = ", ".join(matches[:_LISTED_MATCHES])
+        more = (
+            f" and {len(matches) - _LISTED_MATCHES} more" if len(matches) > _LISTED_MATCHES else ""
+        )
+        raise UsageError(
+            f"{given!r} starts {len(matches)} session ids ({shown}{more}); give more of the id"
+        )
+    return given
+
+
+_LISTED_MATCHES = 5
+"""Session ids an ambiguous prefix's error lists."""

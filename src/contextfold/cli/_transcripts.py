@@ -14,10 +14,16 @@ from typing import Annotated, TypeAlias
 import typer
 
 from contextfold.cli import _render
-from contextfold.errors import FormatError
+from contextfold.errors import FormatError, UsageError
 from contextfold.transcripts import Transcript, iter_transcripts
 
-__all__ = ["MAX_WARNINGS_SHOWN", "TRANSCRIPT_SUFFIXES", "TranscriptPaths", "read_transcripts"]
+__all__ = [
+    "MAX_WARNINGS_SHOWN",
+    "TRANSCRIPT_SUFFIXES",
+    "TranscriptPaths",
+    "check_paths_exist",
+    "read_transcripts",
+]
 
 TRANSCRIPT_SUFFIXES = (".json", ".jsonl")
 """File endings a folder walk reads as transcripts."""
@@ -34,6 +40,14 @@ TranscriptPaths: TypeAlias = Annotated[
     ),
 ]
 """The ``FILE|DIR...`` argument of the commands that read transcripts."""
+
+
+def check_paths_exist(paths: Iterable[Path]) -> None:
+    """A ``UsageError`` naming the paths that do not exist, before any work: a missing input is
+    an error, not an empty result."""
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise UsageError(f"no such file or folder: {', '.join(missing)}")
 
 
 def read_transcripts(

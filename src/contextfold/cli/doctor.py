@@ -20,7 +20,7 @@ from contextfold.cli import _render
 from contextfold.cli._render import JsonFlag
 from contextfold.cli._store import WAL_RESET_SETTING, WAL_RESET_SILENCE, warn_wal_reset
 from contextfold.config import API_KEY_ENV_VARS, PROJECT_FILE_NAME, USER_FILE_NAME, load_settings
-from contextfold.errors import ContextfoldError
+from contextfold.errors import ContextfoldError, install_hint
 from contextfold.paths import config_dir, data_dir, default_store_path
 from contextfold.store.postgres import DATABASE_URL_ENV, redact_url
 from contextfold.store.sqlite import has_wal_reset_bug, wal_reset_explanation
@@ -155,7 +155,7 @@ def _packages() -> Iterator[Check]:
         try:
             version = metadata.version(package)
         except metadata.PackageNotFoundError:
-            hint = f'not installed; pip install "contextfold[{extra}]"'
+            hint = f"not installed; {install_hint(extra)}"
             yield Check("optional packages", package, "info", hint)
         else:
             yield Check("optional packages", package, "ok", version)

@@ -28,6 +28,7 @@ from contextfold.cli._store import (
     StoreOption,
     missing_session,
     open_existing_store,
+    resolve_session_id,
     store_location,
 )
 from contextfold.cli._stored_state import learned_window_line
@@ -93,12 +94,13 @@ def inspect(
 
     Example:
 
-        contextfold inspect sess_0193ab
+        contextfold inspect ses_66130b27d9fd
     """
     location = store_location(store)
     if not location.exists:
         raise missing_session(session_id, location)
     with open_existing_store(location) as opened:
+        session_id = resolve_session_id(opened, session_id)
         info = opened.get_session(session_id)
         state = opened.load_engine_state(session_id)
         timeline = build_timeline(opened, session_id)

@@ -10,8 +10,9 @@ from typing import Annotated
 
 import typer
 
+from contextfold.cli._render import print_error
 from contextfold.cli._store import StoreLocation, print_store_warnings, store_location
-from contextfold.errors import ConfigError, UsageError
+from contextfold.errors import ConfigError, UsageError, install_hint
 from contextfold.store import SQLiteVersionWarning, open_store
 
 __all__ = ["proxy"]
@@ -89,12 +90,16 @@ def proxy(
         int,
         typer.Option("--workers", min=1, metavar="N", help="uvicorn worker processes."),
     ] = 1,
-    compactor: Annotated[
+    preset: Annotated[
         str,
         typer.Option(
-            "--compactor", metavar="PRESET", help="mask-first, summarize, window or restart."
+            "--preset", metavar="PRESET", help="mask-first, summarize, window or restart."
         ),
     ] = "mask-first",
+    compactor: Annotated[
+        str | None,
+        typer.Option("--compactor", metavar="PRESET", hidden=True, help="Deprecated: --preset."),
+    ] = None,
     auth_key: Annotated[
         str | None,
         typer.Option(
@@ -152,8 +157,13 @@ def proxy(
     except ImportError as exc:  # the proxy extra is not installed
         raise UsageError(
             f"contextfold proxy needs the proxy extra ({exc.name} is missing): "
-            "pip install 'contextfold[proxy]'"
+            f"{install_hint('proxy')}"
         ) from None
+    if compactor is not None:
+        print_error(
+            "--compactor is deprecated; use --preset (the name every command takes)", warning=True
+        )
+        preset = compactor
     location = store_location(store)
     _create_store(location)
     config = proxy_config.ProxyConfig(
@@ -161,7 +171,7 @@ def proxy(
         window=window,
         model=model,
         store=location.target,
-        compactor=compactor,
+        compactor=preset,
         auth_key=auth_key,
         max_request_bytes=int(max_request_mb * 1024 * 1024),
         dry_run=dry_run,

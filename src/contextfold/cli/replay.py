@@ -12,7 +12,7 @@ import typer
 from contextfold.cli import _render
 from contextfold.cli._render import JsonFlag
 from contextfold.cli._replay_table import print_table
-from contextfold.cli._transcripts import TranscriptPaths, read_transcripts
+from contextfold.cli._transcripts import TranscriptPaths, check_paths_exist, read_transcripts
 from contextfold.compaction import PRESETS, PresetName
 from contextfold.errors import ContextfoldError, FormatError
 from contextfold.model_registry import default_registry
@@ -106,6 +106,7 @@ def replay(
 
         contextfold replay trajectories/ -p mask-first -p window --json
     """
+    check_paths_exist(paths)
     chosen = _presets(presets or DEFAULT_PRESETS)
     registry = default_registry()
     if model and window is None:

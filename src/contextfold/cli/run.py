@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -34,7 +35,9 @@ from contextfold.cli._agent_setup import (
 from contextfold.cli._approval import ApprovalPrompt
 from contextfold.cli._meter import MeterTracker
 from contextfold.cli._printer import TranscriptPrinter
+from contextfold.cli._store import browsable
 from contextfold.engine import Session
+from contextfold.errors import UsageError
 from contextfold.events import Event
 from contextfold.messages import ToolCallPart, ToolResultPart
 from contextfold.providers import ChatResponse
@@ -91,6 +94,8 @@ def run(
     """
     if task == "-":
         task = sys.stdin.read().strip()
+    if not task.strip():
+        raise UsageError("the task is empty: give it in quotes, or `-` to read it from stdin")
     settings = agent_settings(
         model=model,
         base_url=base_url,
@@ -103,29 +108,51 @@ def run(
     agent = build_agent(settings, root=Path.cwd(), approve=_approver(err.is_terminal))
     try:
         session = agent.open_session(resume, title=task[:80])
-        if as_json:
-            result = _run_json(agent, session, task, max_steps)
-        else:
-            printer = TranscriptPrinter(
-                err, MeterTracker(session), one_line=not err.is_terminal, show_final=False
-            )
-            result = run_agent(
-                session,
-                agent.model,
-                agent.toolbox,
-                task,
-                system=agent.system,
-                max_steps=max_steps,
-                hooks=printer.hooks(),
-            )
-            printer.finish()
-            _finish_plain(result, printer)
+        with _forgotten_if_unanswered(agent, session, new=resume is None):
+            result = _run(agent, session, task, max_steps, as_json=as_json)
     finally:
         agent.close()
     if result.stop == "max_steps":
         raise typer.Exit(EXIT_STEP_LIMIT)
     if result.stop == "interrupted":
         raise typer.Exit(EXIT_INTERRUPTED)
+
+
+@contextmanager
+def _forgotten_if_unanswered(agent: Agent, session: Session, *, new: bool) -> Iterator[None]:
+    """Delete a new session that a failure left without a single reply (the model was
+    unreachable, the key wrong): a failed run leaves no one-message session behind."""
+    try:
+        yield
+    except Exception:
+        if new and not any(m.role == "assistant" for m in session.view):
+            with suppress(Exception):  # the failure is what the user needs to see
+                browsable(agent.engine.store).delete_session(session.id)
+        raise
+
+
+def _run(
+    agent: Agent, session: Session, task: str, max_steps: int, *, as_json: bool
+) -> AgentResult:
+    """The agent on ``task``, printed as JSON lines or as a transcript on stderr."""
+    if as_json:
+        return _run_json(agent, session, task, max_steps)
+    err = _render.error_console()
+    printer = TranscriptPrinter(
+        err, MeterTracker(session), one_line=not err.is_terminal, show_final=False
+    )
+    result = run_agent(
+        session,
+        agent.model,
+        agent.toolbox,
+        task,
+        system=agent.system,
+        max_steps=max_steps,
+        hooks=printer.hooks(),
+    )
+    printer.finish()
+    _finish_plain(result, printer)
+    return result
 
 
 def _approver(can_ask: bool) -> ApprovalCallback:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from contextfold.cli import _render
 from contextfold.cli._app import CommandGroup
@@ -22,12 +24,13 @@ from contextfold.cli._store import (
     StoreOption,
     missing_session,
     open_existing_store,
+    resolve_session_id,
     store_location,
 )
 from contextfold.cli._stored_state import StoredUsage, learned_window_line
 from contextfold.edits import ContextEdit, MaskEdit, SummarizeEdit
 from contextfold.engine.learned_window import stored_learned_window
-from contextfold.errors import UsageError
+from contextfold.errors import StoreError, UsageError
 from contextfold.messages import Message, SummaryPart
 from contextfold.private_files import open_private
 from contextfold.proxy.sessions import METADATA_KEY as PROXY_METADATA_KEY
@@ -64,6 +67,8 @@ def list_sessions(
         contextfold sessions list --limit 5
     """
     location = store_location(store)
+    if location.named and not location.exists:
+        raise StoreError(f"there is no session store at {location}")
     sessions: list[SessionInfo] = []
     if location.exists:
         with open_existing_store(location) as opened:
@@ -76,24 +81,67 @@ def list_sessions(
         out.print(f"No sessions in {_render.escape(str(location))}.")
         return
     proxied = {info.id: figures for info in sessions if (figures := proxy_figures(info))}
-    columns: tuple[str, ...] = ("id", "title", "model", "messages", "updated", "parent")
+    out.print(_list_table(sessions, proxied, out.width, _all_ids(location)))
+    out.print(f"[dim]{len(sessions)} shown from {_render.escape(str(location))}[/dim]")
+
+
+NARROW_LIST = 100
+"""Below this many columns ``sessions list`` shows the time without the year."""
+PARENT_PREFIX_CHARS = 12
+"""Shortest start of a parent id the list shows (longer when needed to be unique)."""
+
+
+def _list_table(
+    sessions: Sequence[SessionInfo],
+    proxied: Mapping[str, Mapping[str, Any]],
+    width: int,
+    known_ids: Sequence[str],
+) -> Table:
+    """The sessions as a table that fits ``width`` with every id whole: the title gives way
+    first, a parent is shown by the shortest unique start of its id (any command takes it),
+    and a column nobody fills (parent, proxy saved) is left out."""
+    table = Table(header_style="bold", box=None, pad_edge=False)
+    longest = max(len(info.id) for info in sessions)
+    table.add_column("id", no_wrap=True, min_width=longest)
+    table.add_column("title", no_wrap=True, overflow="ellipsis", ratio=1, min_width=5)
+    table.add_column("model", overflow="fold")
+    table.add_column("messages", justify="right", no_wrap=True)
+    table.add_column("updated", no_wrap=True)
+    parents = any(info.parent_id for info in sessions)
+    if parents:
+        table.add_column("parent", no_wrap=True)
     if proxied:
-        columns += ("proxy saved",)
-    table = _render.table(*columns, numeric=("messages",))
+        table.add_column("proxy saved", justify="right", no_wrap=True)
+    clock = "%m-%d %H:%M" if width < NARROW_LIST else "%Y-%m-%d %H:%M"
     for info in sessions:
-        saved = (_saved_cell(proxied[info.id]) if info.id in proxied else "",) if proxied else ()
-        table.add_row(
+        row = [
             _render.escape(info.id),
-            # Cut what will be shown, escapes included, so the column keeps its width.
-            _render.escape(_render.shorten(_render.printable(info.title or ""), 40)),
+            _render.escape(_render.printable(info.title or "")),
             _render.escape(info.model or "—"),
             _render.format_int(info.message_count),
-            _render.format_time(info.updated),
-            _render.escape(info.parent_id or ""),
-            *saved,
-        )
-    out.print(table)
-    out.print(f"[dim]{len(sessions)} shown from {_render.escape(str(location))}[/dim]")
+            time.strftime(clock, time.localtime(info.updated)) if info.updated else "—",
+        ]
+        if parents:
+            row.append(_render.escape(_unique_start(info.parent_id or "", known_ids)))
+        if proxied:
+            row.append(_saved_cell(proxied[info.id]) if info.id in proxied else "")
+        table.add_row(*row)
+    return table
+
+
+def _all_ids(location: StoreLocation) -> list[str]:
+    with open_existing_store(location) as opened:
+        return [info.id for info in opened.list_sessions()]
+
+
+def _unique_start(session_id: str, known_ids: Sequence[str]) -> str:
+    """The shortest start of ``session_id`` (at least :data:`PARENT_PREFIX_CHARS`) that no
+    other known id shares."""
+    for length in range(PARENT_PREFIX_CHARS, len(session_id)):
+        start = session_id[:length]
+        if sum(other.startswith(start) for other in known_ids) <= 1:
+            return start
+    return session_id
 
 
 @app.command("show")
@@ -105,10 +153,11 @@ def show(session_id: SessionArgument, store: StoreOption = None, as_json: JsonFl
 
     Example:
 
-        contextfold sessions show sess_0193ab
+        contextfold sessions show ses_66130b27d9fd
     """
     location = _existing(store, session_id)
     with open_existing_store(location) as opened:
+        session_id = resolve_session_id(opened, session_id)
         info = opened.get_session(session_id)
         state = opened.load_engine_state(session_id)
         roles: Counter[str] = Counter()
@@ -245,12 +294,13 @@ def export(
 
     Example:
 
-        contextfold sessions export sess_0193ab -o session.jsonl
+        contextfold sessions export ses_66130b27d9fd -o session.jsonl
     """
     location = _existing(store, session_id)
     if output is not None:
         _check_output_folder(output)
     with open_existing_store(location) as opened:
+        session_id = resolve_session_id(opened, session_id)
         opened.get_session(session_id)  # fail before creating an empty output file
         if output is None:
             opened.export_jsonl(session_id, sys.stdout)
@@ -278,10 +328,11 @@ def delete(
 
     Example:
 
-        contextfold sessions delete sess_0193ab --yes
+        contextfold sessions delete ses_66130b27d9fd --yes
     """
     location = _existing(store, session_id)
     with open_existing_store(location) as opened:
+        session_id = resolve_session_id(opened, session_id)
         info = opened.get_session(session_id)
         if not yes:
             title = f" ({info.title})" if info.title else ""
@@ -384,8 +435,15 @@ def _other_metadata(metadata: Mapping[str, Any]) -> str:
 
 
 def _saved_cell(figures: Mapping[str, Any]) -> str:
+    """The share the proxy saved; when the engine sent more than the client (its own tools and
+    notes outweigh a short conversation), how many times more, rather than a share below
+    −100 %."""
     saved = figures["saved"]
-    return "—" if saved is None else f"{saved:.0%}"
+    if saved is None:
+        return "—"
+    if saved < -1:
+        return f"none (sent {1 - saved:.1f}×)"
+    return f"{saved:.0%}"
 
 
 def _proxy_line(figures: Mapping[str, Any]) -> str:
@@ -395,7 +453,13 @@ def _proxy_line(figures: Mapping[str, Any]) -> str:
         f"the engine sent {figures['sent_tokens']:,}"
     )
     if figures["saved"] is not None:
-        line += f" ({figures['saved']:.0%} saved)"
+        saved = figures["saved"]
+        line += (
+            f" ({1 - saved:.1f}× as much: the engine's tools and notes outweigh this short "
+            "conversation)"
+            if saved < -1
+            else f" ({saved:.0%} saved)"
+        )
     line += f"; cache reads {figures['cache_read_tokens']:,}"
     if figures["engine_calls"]:
         line += f"; {figures['engine_calls']:,} engine tool calls answered by the proxy"

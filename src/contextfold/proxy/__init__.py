@@ -6,7 +6,7 @@ the client's messages); the engine prepares what the upstream receives: outputs 
 offloaded, old batches masked, summaries, a valid history and cache breakpoints. The engine's
 ``read_result`` tool is answered here, without the client seeing it.
 
-Needs the ``proxy`` extra (``pip install 'contextfold[proxy]'``): Starlette, uvicorn, httpx.
+Needs the ``proxy`` extra (from a checkout: ``pip install ".[proxy]"``): Starlette, uvicorn, httpx.
 """
 
 from __future__ import annotations

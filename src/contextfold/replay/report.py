@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
+from contextfold.private_files import open_private
 from contextfold.replay._report_cells import bad, preset_chip, table_box
 from contextfold.replay._report_loss import loss_section
 from contextfold.replay._report_run import Failure, failed_section, overview_section
@@ -56,9 +57,11 @@ def write_report(
     note: str = "",
     failed: Sequence[Failure] = (),
 ) -> Path:
-    """Write :func:`render_report` to ``path`` (UTF-8) and return the path."""
+    """Write :func:`render_report` to ``path`` (UTF-8, created 0600 like every file contextfold
+    writes: it quotes the sessions) and return the path."""
     out = Path(path)
-    out.write_text(render_report(replays, title=title, note=note, failed=failed), encoding="utf-8")
+    with open_private(out, append=False) as file:
+        file.write(render_report(replays, title=title, note=note, failed=failed))
     return out
 
 

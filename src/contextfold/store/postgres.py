@@ -1,8 +1,8 @@
 """The PostgreSQL session store, for many agent workers on many machines.
 
-psycopg 3 with a connection pool (``pip install "contextfold[postgres]"``; imported only when a
-:class:`PostgresStore` is created). The schema and semantics are the SQLite store's, from the
-same shared code. What differs:
+psycopg 3 with a connection pool (the ``postgres`` extra, from a checkout ``pip install
+".[postgres]"``; imported only when a :class:`PostgresStore` is created). The schema and
+semantics are the SQLite store's, from the same shared code. What differs:
 
 - One writer per session: every write transaction first locks the session's row
   (``SELECT ... FOR NO KEY UPDATE``), then reads the last seq, so the ``expected_seq`` check and
