@@ -106,16 +106,17 @@ _reproducible_sequence: ContextVar[Iterator[int] | None] = ContextVar(
 
 
 @contextmanager
-def reproducible_ids() -> Iterator[None]:
-    """Within the block, fresh ids are ``<prefix>_<22 hex digits counting from 1>``: the same on
-    every run, where :func:`new_message_id`'s hold the clock and a random part.
+def reproducible_ids(first: int = 1) -> Iterator[None]:
+    """Within the block, fresh ids are ``<prefix>_<22 hex digits counting from first>``: the same
+    on every run, where :func:`new_message_id`'s hold the clock and a random part (a sequence
+    whose ids may meet another's, as a replayed session's meet the replay's, starts elsewhere).
 
     Ids reach what a model reads (summaries cite their sources by id), so a computation whose
     figures must be reproducible (a replay) makes its ids here. They are unique within the block
     only, and they still sort by creation. The sequence belongs to the current thread (a context
     variable): ids made by other threads meanwhile are the usual ones.
     """
-    token = _reproducible_sequence.set(itertools.count(1))
+    token = _reproducible_sequence.set(itertools.count(first))
     try:
         yield
     finally:

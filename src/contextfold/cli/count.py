@@ -20,7 +20,7 @@ from contextfold.cli._tally import (
     choose_model,
     count_transcript,
 )
-from contextfold.cli._transcripts import TranscriptPaths, check_paths_exist, read_transcripts
+from contextfold.cli._transcripts import TranscriptPaths, read_transcripts
 from contextfold.config import Settings, load_settings
 from contextfold.errors import FormatError
 from contextfold.model_registry import ModelRegistry, default_registry
@@ -85,7 +85,6 @@ def count(
     # An unknown --model is a usage error: report it before reading any file.
     if model:
         registry.get(model)
-    check_paths_exist(paths)
     results: list[TranscriptCount] = []
     errors: list[FormatError] = []
     for item in read_transcripts(paths, "counting"):

@@ -67,6 +67,10 @@ DEMO_REPLY_RESERVE = 1_500
 INTERRUPTED_STATUS = 130
 """Exit status after Ctrl-C (128 + SIGINT, as shells report it)."""
 
+DEMO_FIRST_ID = 0xD << 84
+"""Where the demo's id sequence starts (``ses_d000…01``): not where a replay of its session
+starts its own."""
+
 DEMO_WIDTH = 100
 """Most columns the demo uses, so that its output reads well pasted into a README."""
 
@@ -125,7 +129,7 @@ def demo(
     try:
         # The same ids on every run: ids and paths reach what the model reads, so they make the
         # token counts, and the counts make the compactions.
-        with _python_on_path(), reproducible_ids():
+        with _python_on_path(), reproducible_ids(DEMO_FIRST_ID):
             stop = _run_demo(out, folder, window)
     finally:
         if keep:
