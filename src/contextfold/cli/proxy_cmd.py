@@ -68,8 +68,17 @@ def proxy(
             "--model",
             "-m",
             metavar="MODEL",
-            help="Take the window and tokenizer of this known model, whatever the client asks for "
-            "(e.g. ollama/qwen3:8b).",
+            help="The upstream's model: every request goes to it, planned against its window and "
+            "tokenizer, whatever model the client names (e.g. qwen3-coder with --window).",
+        ),
+    ] = None,
+    upstream_protocol: Annotated[
+        str | None,
+        typer.Option(
+            "--upstream-protocol",
+            metavar="API",
+            help="The API the upstream speaks: anthropic, chat or responses (default: detected, "
+            "the client's own first). Any client then works in front of it.",
         ),
     ] = None,
     host: Annotated[
@@ -168,6 +177,7 @@ def proxy(
     _create_store(location)
     config = proxy_config.ProxyConfig(
         upstream=upstream,
+        upstream_protocol=upstream_protocol,
         window=window,
         model=model,
         store=location.target,

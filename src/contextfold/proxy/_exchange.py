@@ -248,10 +248,10 @@ class Exchange:
                 conversation.end()
 
     async def _answer(self, conversation: Conversation) -> Response:
+        # Made first: a refusal before any round is written by it too (a Responses stream).
+        writer = self.writer = self.client_side.writer(self.client, self.client.model)
         flow = self._flow(conversation)
         body = await anyio.to_thread.run_sync(next, flow)
-        writer = self.writer or self.client_side.writer(self.client, self.client.model)
-        self.writer = writer
         response = await self._call(flow, body)
         relay = _Relay(writer, ENGINE_TOOL_NAMES if conversation.engine_tools else ())
         if self.client.stream:
