@@ -161,7 +161,7 @@ on in the session). *Partial / dangling*: what `check_integrity()` reports.
 
 Run `python -m benchmarks.hostile` (`--cases`, `--kills`). Tests:
 `tests/proxy/test_hostile_bodies.py`, `tests/proxy/test_proxy_kills.py` (slow),
-`tests/proxy/test_hostile_clients.py`. Attacks on the agent's workspace: the next section,
+`tests/proxy/test_hostile_clients.py`. Attacks on the agent's workspace: the section
 "Hostile input: the workspace".
 """
     if not should_write(args):
