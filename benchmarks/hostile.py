@@ -1,9 +1,10 @@
 """Hostile input: fuzzed request bodies through the proxy, and SIGKILLs of the proxy.
 
-1. *Fuzz*: hypothesis draws request bodies of both protocols (a valid conversation, then up to
-   three mutations: a value replaced by another JSON value of any type, a lone surrogate, a key
-   deleted or added; ``tests/proxy/hostile_bodies.py``) and sends each through the real proxy app
-   in process, a scripted upstream on loopback behind it. A case fails on a 5xx, on an error not
+1. *Fuzz*: hypothesis draws request bodies of every protocol the proxy serves (Messages, Chat
+   Completions, Responses: a valid conversation, then up to three mutations: a value replaced by
+   another JSON value of any type, a lone surrogate, a key deleted or added;
+   ``tests/proxy/hostile_bodies.py``) and sends each through the real proxy app in process, a
+   scripted upstream on loopback behind it. A case fails on a 5xx, on an error not
    in the protocol's own shape, or when a refused request changed the store. Afterwards a valid
    request of each protocol must still be answered.
 2. *Kills*: a client holds a conversation through a proxy process that is SIGKILLed at random
@@ -99,7 +100,7 @@ def main() -> None:
 
     fuzz_rows = []
     with tempfile.TemporaryDirectory() as tmp, proxy_harness(Path(tmp)) as harness:
-        for protocol in ("anthropic", "openai"):
+        for protocol in ("anthropic", "openai", "responses"):
             before = len(harness.failures)
             seconds = fuzz(harness, protocol, cases)
             statuses = {

@@ -1,4 +1,5 @@
-"""Hostile request bodies for both protocols, and a harness that sends them through the proxy.
+"""Hostile request bodies for every protocol the proxy serves (Messages, Chat Completions and
+Responses), and a harness that sends them through the proxy.
 
 A body starts valid (a short conversation with tool calls, results, images and thinking, in the
 protocol's own shape) and then takes one to three mutations, each drawn by hypothesis: a value
@@ -33,15 +34,40 @@ from tests.proxy.upstreams import Reply, ScriptedUpstream
 
 __all__ = ["PATHS", "Protocol", "ProxyHarness", "bodies", "proxy_harness"]
 
-Protocol = Literal["anthropic", "openai"]
-PATHS: dict[Protocol, str] = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions"}
+Protocol = Literal["anthropic", "openai", "responses"]
+PATHS: dict[Protocol, str] = {
+    "anthropic": "/v1/messages",
+    "openai": "/v1/chat/completions",
+    "responses": "/v1/responses",
+}
 
 _TABLES = ("sessions", "messages", "edits", "events", "blobs", "engine_state", "proxy_heads")
 
 _texts = st.text(max_size=30)
 _surrogates = st.sampled_from(["\ud800", "a\udfffb", "\udc00x", "model\ud83d"])
 _type_names = st.sampled_from(
-    ["text", "image", "tool_use", "tool_result", "thinking", "document", "image_url", "", "TEXT"]
+    [
+        "text",
+        "image",
+        "tool_use",
+        "tool_result",
+        "thinking",
+        "document",
+        "image_url",
+        "",
+        "TEXT",
+        "message",
+        "input_text",
+        "output_text",
+        "input_image",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "reasoning",
+        "compaction_trigger",
+        "additional_tools",
+        "namespace",
+    ]
 )
 _scalars = st.one_of(
     st.none(),
@@ -134,6 +160,67 @@ def _openai_base(text: str, stream: bool) -> dict[str, Any]:
     }
 
 
+def _responses_base(text: str, stream: bool) -> dict[str, Any]:
+    """What Codex sends: instructions, a developer message, reasoning with a summary, a
+    function call and its output, an assistant message, and function and custom tools."""
+    return {
+        "model": "gpt-fuzz",
+        "instructions": "be brief",
+        "stream": stream,
+        "store": False,
+        "include": ["reasoning.encrypted_content"],
+        "tool_choice": "auto",
+        "parallel_tool_calls": True,
+        "prompt_cache_key": "fuzz",
+        "max_output_tokens": 64,
+        "tools": [
+            {
+                "type": "function",
+                "name": "shell",
+                "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+                "strict": False,
+            },
+            {"type": "custom", "name": "apply_patch", "format": {"type": "text"}},
+        ],
+        "input": [
+            {"type": "message", "role": "developer", "content": "sandboxed"},
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": text or "hi"}],
+            },
+            {
+                "type": "reasoning",
+                "summary": [{"type": "summary_text", "text": "plan"}],
+                "encrypted_content": None,
+            },
+            {
+                "type": "function_call",
+                "call_id": "c1",
+                "name": "shell",
+                "arguments": '{"cmd": "ls"}',
+            },
+            {"type": "function_call_output", "call_id": "c1", "output": "a.txt"},
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "one file"}],
+            },
+            {
+                "type": "message",
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "and now?"},
+                    {"type": "input_image", "image_url": "data:image/png;base64,AAAA"},
+                ],
+            },
+        ],
+    }
+
+
+_BASES = {"anthropic": _anthropic_base, "openai": _openai_base, "responses": _responses_base}
+
+
 def _places(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
     """Every path to a value inside ``value`` (the body itself excluded)."""
     if isinstance(value, dict):
@@ -155,8 +242,7 @@ def _container(body: Any, path: tuple[Any, ...]) -> Any:
 @st.composite
 def bodies(draw: st.DrawFn, protocol: Protocol) -> dict[str, Any]:
     """A body of ``protocol`` with 0 to 3 hostile mutations (0: the valid body itself)."""
-    base = _anthropic_base if protocol == "anthropic" else _openai_base
-    body = base(draw(_texts), draw(st.booleans()))
+    body = _BASES[protocol](draw(_texts), draw(st.booleans()))
     for _ in range(draw(st.integers(min_value=0, max_value=3))):
         places = list(_places(body))
         path = draw(st.sampled_from(places))
@@ -218,7 +304,7 @@ class ProxyHarness:
 
     def still_serving(self) -> bool:
         """A valid request of each protocol is answered after everything sent before."""
-        for protocol, base in (("anthropic", _anthropic_base), ("openai", _openai_base)):
+        for protocol, base in _BASES.items():
             status, _ = self.send(protocol, base("still there?", False))  # type: ignore[arg-type]
             if status != 200:
                 return False
@@ -233,7 +319,7 @@ def _shape_problem(protocol: Protocol, payload: Any) -> str | None:
         return "no error.message"
     if protocol == "anthropic" and (payload.get("type") != "error" or "type" not in error):
         return "not Anthropic's error shape"
-    if protocol == "openai" and not {"type", "param", "code"} <= error.keys():
+    if protocol in ("openai", "responses") and not {"type", "param", "code"} <= error.keys():
         return "not OpenAI's error shape"
     return None
 

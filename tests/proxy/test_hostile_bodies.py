@@ -1,7 +1,7 @@
 """Hostile request bodies through the real proxy app: never a 5xx, always the protocol's own
 error shape, nothing stored for a refused request, and the proxy still serving afterwards.
 
-A few hundred hypothesis cases per protocol here; ``benchmarks/hostile.py`` runs ten thousand
+A hundred and fifty hypothesis cases per protocol here; ``benchmarks/hostile.py`` runs ten thousand
 (``CONTEXTFOLD_FUZZ_CASES`` raises the count here too).
 """
 
@@ -29,7 +29,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyHarness]:
         yield made
 
 
-@pytest.mark.parametrize("protocol", ["anthropic", "openai"])
+@pytest.mark.parametrize("protocol", ["anthropic", "openai", "responses"])
 def test_hostile_bodies_never_get_a_5xx_nor_leave_a_trace(
     harness: ProxyHarness, protocol: Protocol
 ) -> None:
@@ -74,6 +74,18 @@ def test_hostile_bodies_never_get_a_5xx_nor_leave_a_trace(
             "messages[0].content",
         ),
         ("openai", b'{"model": "m", "temperature": NaN, "messages": []}', "not valid JSON"),
+        (
+            "responses",
+            b'{"model": "m", "input": [{"type": ["message"], "role": "user", "content": "x"}]}',
+            "input[0].type",
+        ),
+        (
+            "responses",
+            b'{"model": "m", "input": [{"type": "function_call_output", "call_id": 7, '
+            b'"output": "x"}]}',
+            "input[0].call_id",
+        ),
+        ("responses", b'{"model": "m", "input": "a\\ud800b"}', "input"),
     ],
 )
 def test_the_sites_that_answered_500_now_name_the_field(
@@ -83,7 +95,7 @@ def test_the_sites_that_answered_500_now_name_the_field(
     response = harness.client.post(PATHS[protocol], content=raw, headers={"x-api-key": "k"})
     assert response.status_code == 400
     assert needle in response.json()["error"]["message"]
-    if protocol == "openai" and "JSON" not in needle:
+    if protocol != "anthropic" and "JSON" not in needle:
         assert response.json()["error"]["param"] == needle
     assert harness.fingerprint() == before
 

@@ -73,9 +73,61 @@ def _with(body: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, 
     return out
 
 
-def test_valid_bodies_pass() -> None:
-    anthropic_models.check_request(ANTHROPIC_OK)
-    chat_completions_models.check_request(CHAT_OK)
+def test_valid_bodies_pass_and_come_back_read() -> None:
+    anthropic = anthropic_models.check_request(ANTHROPIC_OK)
+    assert anthropic.system == "be brief"
+    assert [(t.name, dict(t.parameters)) for t in anthropic.tools] == [("bash", {"type": "object"})]
+    chat = chat_completions_models.check_request(CHAT_OK)
+    assert [(t.name, dict(t.parameters)) for t in chat.tools] == [("bash", {})]
+
+
+def test_a_tool_without_a_schema_takes_no_arguments() -> None:
+    body = _with(ANTHROPIC_OK, ("tools",), [{"name": "t", "description": "d"}])
+    [tool] = anthropic_models.check_request(body).tools
+    assert (tool.description, dict(tool.parameters)) == ("d", {"type": "object", "properties": {}})
+    body = _with(CHAT_OK, ("tools",), [{"type": "function", "function": {"name": "t"}}])
+    [tool] = chat_completions_models.check_request(body).tools
+    assert dict(tool.parameters) == {"type": "object", "properties": {}}
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        (("system",), 5, "system: expected a string or an array"),
+        (("system", 0, "type"), "image", "system.0.type: only text blocks are supported here"),
+        (("tools",), {"name": "t"}, "tools: expected an array"),
+        (("tools", 0), "bash", "tools.0: expected an object"),
+        (("tools", 0, "name"), "", "tools.0.name: expected a non-empty string"),
+        (
+            ("tools", 0, "type"),
+            "web_search_20250305",
+            "tools.0.type: server tools ('web_search_20250305') are not supported",
+        ),
+    ],
+)
+def test_anthropic_system_and_tools_are_refused_in_words(
+    path: tuple[Any, ...], value: Any, expected: str
+) -> None:
+    """What the proxy's own checks of the system prompt and tools used to say, said by the
+    models (which name the field more closely)."""
+    with pytest.raises(AnthropicRequestError) as caught:
+        anthropic_models.check_request(_with(ANTHROPIC_OK, path, value))
+    assert str(caught.value).startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        (("tools",), "bash", "tools: expected an array"),
+        (("tools", 0, "function"), None, "tools[0].type: only function tools are supported"),
+        (("tools", 0, "function", "name"), "", "tools[0].function.name: expected a non-empty"),
+        (("tools", 0, "function", "parameters"), [], "tools[0].function.parameters: expected an"),
+    ],
+)
+def test_chat_tools_are_refused_in_words(path: tuple[Any, ...], value: Any, expected: str) -> None:
+    with pytest.raises(ChatRequestError) as caught:
+        chat_completions_models.check_request(_with(CHAT_OK, path, value))
+    assert str(caught.value).startswith(expected)
 
 
 @pytest.mark.parametrize(

@@ -19,10 +19,9 @@ from contextfold.messages import Message, Usage
 from contextfold.providers.errors import error_from_response
 from contextfold.proxy._request_json import KnownMessages, message_digests
 from contextfold.proxy._wire import ClientError, ClientRequest, MessageReader, sse
-from contextfold.tool_spec import ToolSpec
 from contextfold.wire import anthropic_request as anthropic_wire
 from contextfold.wire.anthropic import from_anthropic_message, parse_anthropic_response
-from contextfold.wire.anthropic_models import AnthropicRequestError, check_request
+from contextfold.wire.anthropic_models import AnthropicRequestError, check_request, system_text
 from contextfold.wire.anthropic_request import DEFAULT_MAX_TOKENS
 from contextfold.wire.anthropic_stream import AnthropicStreamDecoder, AnthropicStreamEncoder
 
@@ -65,48 +64,6 @@ def error_body(error: ClientError) -> dict[str, Any]:
     if error.kind == "context_length" and _OVERFLOW_PREFIX not in message.lower():
         message = f"{_OVERFLOW_PREFIX}: {message}"
     return {"type": "error", "error": {"type": kind, "message": message}}
-
-
-def _system_text(system: Any, where: str = "system") -> str:
-    if system is None:
-        return ""
-    if isinstance(system, str):
-        return system
-    if isinstance(system, list):
-        texts = []
-        for block in system:
-            if not isinstance(block, Mapping) or block.get("type") != "text":
-                raise ClientError(f"{where}: only text blocks are supported")
-            texts.append(str(block.get("text", "")))
-        return "\n\n".join(texts)
-    raise ClientError(f"{where}: expected a string or a list of text blocks")
-
-
-def _tools(raw: Any) -> tuple[list[ToolSpec], dict[str, Mapping[str, Any]]]:
-    if raw is None:
-        return [], {}
-    if not isinstance(raw, list):
-        raise ClientError("tools: expected a list")
-    specs: list[ToolSpec] = []
-    by_name: dict[str, Mapping[str, Any]] = {}
-    for index, tool in enumerate(raw):
-        if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
-            raise ClientError(f"tools.{index}: expected an object with a name")
-        if tool.get("type") not in (None, "custom"):
-            raise ClientError(
-                f"tools.{index}: server tools ({tool.get('type')!r}) are not supported by "
-                "contextfold proxy"
-            )
-        schema = tool.get("input_schema")
-        specs.append(
-            ToolSpec(
-                tool["name"],
-                str(tool.get("description") or ""),
-                schema if isinstance(schema, Mapping) else {"type": "object", "properties": {}},
-            )
-        )
-        by_name[tool["name"]] = tool
-    return specs, by_name
 
 
 def _result_items(block: Mapping[str, Any]) -> list[object]:
@@ -183,8 +140,7 @@ def _reader(raw_messages: Sequence[Mapping[str, Any]]) -> MessageReader:
         for index in range(start, stop):
             raw = raw_messages[index]
             if raw.get("role") == "system":
-                text = _system_text(raw.get("content"), f"messages.{index}.content")
-                groups.append([Message.system(text)])
+                groups.append([Message.system(system_text(raw["content"]))])
                 continue
             try:
                 groups.append(from_anthropic_message(raw, call_names=dict(names), index=index))
@@ -200,14 +156,14 @@ def parse_request(body: Any, known: KnownMessages | None = None) -> ClientReques
     :mod:`contextfold.wire.anthropic_models` and read; :class:`ClientError` naming the field
     when it is not a request the proxy can carry."""
     try:
-        check_request(body, known=known.indices() if known else ())
+        checked = check_request(body, known=known.indices() if known else ())
     except AnthropicRequestError as exc:
         raise ClientError(str(exc), param=exc.param) from None
     model: str = body["model"]
     max_tokens: int = body["max_tokens"]
     raw_messages: list[Mapping[str, Any]] = body["messages"]
-    tools, raw_tools = _tools(body.get("tools"))
-    defaults = schema_defaults(tools)
+    raw_tools = {tool["name"]: tool for tool in body.get("tools") or ()}
+    defaults = schema_defaults(checked.tools)
     return ClientRequest(
         options=_options(body),
         protocol="anthropic",
@@ -215,8 +171,8 @@ def parse_request(body: Any, known: KnownMessages | None = None) -> ClientReques
         model=model,
         digests=message_digests(wire_digest, raw_messages, defaults, known),
         reader=_reader(raw_messages),
-        system=_system_text(body.get("system")),
-        tools=tools,
+        system=checked.system,
+        tools=checked.tools,
         raw_tools=raw_tools,
         stream=bool(body.get("stream")),
         max_tokens=max_tokens,

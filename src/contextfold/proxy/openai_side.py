@@ -19,7 +19,6 @@ from contextfold.messages import Message, Usage
 from contextfold.providers.errors import error_from_response
 from contextfold.proxy._request_json import KnownMessages, message_digests
 from contextfold.proxy._wire import ClientError, ClientRequest, MessageReader, sse
-from contextfold.tool_spec import ToolSpec
 from contextfold.wire import chat_completions_request as openai_wire
 from contextfold.wire.chat_completions import from_openai_message, parse_openai_response
 from contextfold.wire.chat_completions_models import ChatRequestError, check_request
@@ -60,34 +59,6 @@ def error_body(error: ClientError) -> dict[str, Any]:
     """The error as the Chat Completions API spells one."""
     kind, code = _ERROR_TYPES.get(error.kind, ("api_error", None))
     return {"error": {"message": error.message, "type": kind, "param": error.param, "code": code}}
-
-
-def _tools(raw: Any) -> tuple[list[ToolSpec], dict[str, Mapping[str, Any]]]:
-    if raw is None:
-        return [], {}
-    if not isinstance(raw, list):
-        raise ClientError("tools: expected a list")
-    specs: list[ToolSpec] = []
-    by_name: dict[str, Mapping[str, Any]] = {}
-    for index, tool in enumerate(raw):
-        function = tool.get("function") if isinstance(tool, Mapping) else None
-        if not isinstance(function, Mapping) or tool.get("type") != "function":
-            raise ClientError(f"tools[{index}]: only function tools are supported")
-        name = function.get("name")
-        if not isinstance(name, str) or not name:
-            raise ClientError(f"tools[{index}].function.name: Field required")
-        parameters = function.get("parameters")
-        specs.append(
-            ToolSpec(
-                name,
-                str(function.get("description") or ""),
-                parameters
-                if isinstance(parameters, Mapping)
-                else {"type": "object", "properties": {}},
-            )
-        )
-        by_name[name] = tool
-    return specs, by_name
 
 
 def _content_items(content: Any) -> list[object]:
@@ -156,7 +127,7 @@ def parse_request(body: Any, known: KnownMessages | None = None) -> ClientReques
     conversation.
     """
     try:
-        check_request(body, known=known.indices() if known else ())
+        checked = check_request(body, known=known.indices() if known else ())
     except ChatRequestError as exc:
         raise ClientError(str(exc), param=exc.param) from None
     model: str = body["model"]
@@ -172,7 +143,7 @@ def parse_request(body: Any, known: KnownMessages | None = None) -> ClientReques
         raise ClientError("messages: expected at least one message after the system prompt")
     field = next((f for f in ("max_completion_tokens", "max_tokens") if f in body), None)
     max_tokens = body.get(field) if field else None
-    tools, raw_tools = _tools(body.get("tools"))
+    raw_tools = {tool["function"]["name"]: tool for tool in body.get("tools") or ()}
     first_user = next((m for m in conversation if m.get("role") == "user"), None)
     return ClientRequest(
         options=_options(body),
@@ -180,11 +151,11 @@ def parse_request(body: Any, known: KnownMessages | None = None) -> ClientReques
         body=body,
         model=model,
         digests=message_digests(
-            wire_digest, conversation, schema_defaults(tools), known, start=leading
+            wire_digest, conversation, schema_defaults(checked.tools), known, start=leading
         ),
         reader=_reader(conversation),
         system="\n\n".join(system),
-        tools=tools,
+        tools=checked.tools,
         raw_tools=raw_tools,
         stream=bool(body.get("stream")),
         max_tokens=max_tokens,

@@ -78,7 +78,7 @@ _STREAM_CODES = {
 def error_body(error: ClientError) -> dict[str, Any]:
     """The error as the Responses API answers one over HTTP."""
     kind, code = _ERROR_CODES.get(error.kind, ("invalid_request_error", None))
-    return responses_error_body(error.message, type=kind, code=code)
+    return responses_error_body(error.message, type=kind, code=code, param=error.param)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -92,9 +92,10 @@ def parse_request(body: Any, known: KnownMessages | None = None) -> ClientReques
     try:
         parsed = read_request(body)
     except ResponsesRequestError as exc:
-        raise ClientError(str(exc)) from None
+        raise ClientError(str(exc), param=exc.param) from None
     if not parsed.model:
-        raise ClientError("model: Field required")
+        # read_request leaves the model optional; the proxy needs one to plan for.
+        raise ClientError("model: Field required", param="model")
     return _client_request(parsed, list(parsed.messages))
 
 

@@ -5,8 +5,9 @@ fields, every message, every content block by its ``type`` (a ``text`` whose tex
 a ``tool_use`` whose id is a list, an ``input`` that is a string, a ``type`` that is a list, are
 all refused), the system prompt and the tools, and every text for encodability. It raises
 :class:`AnthropicRequestError` naming the first bad field the way Anthropic's own errors do
-(``messages.0.content.1.text``). It reads nothing: a body that passes is read by
-:mod:`contextfold.wire.anthropic` as before, knowing every value has its type.
+(``messages.0.content.1.text``). A body that passes is read knowing every value has its type:
+its messages by :mod:`contextfold.wire.anthropic`; its system prompt and tools are returned
+read, as a :class:`CheckedRequest` (the models are the one validation: no reader checks again).
 
 Which block types each role may carry is the caller's choice (``user_blocks``,
 ``assistant_blocks``): the proxy refuses blocks it could not carry through a transcript.
@@ -15,10 +16,12 @@ Which block types each role may carry is the caller's choice (``user_blocks``,
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, FiniteFloat, StrictBool, StrictInt, StrictStr
 
+from contextfold.tool_spec import ToolSpec
 from contextfold.wire._checked import (
     ModelT,
     RequestBodyError,
@@ -31,7 +34,9 @@ __all__ = [
     "ASSISTANT_BLOCKS",
     "USER_BLOCKS",
     "AnthropicRequestError",
+    "CheckedRequest",
     "check_request",
+    "system_text",
 ]
 
 USER_BLOCKS = frozenset({"text", "image", "tool_result"})
@@ -143,6 +148,24 @@ class _Body(WireModel):
     service_tier: StrictStr | None = None
 
 
+@dataclass(frozen=True)
+class CheckedRequest:
+    """What a checked body holds besides its messages, read: the system prompt's text and the
+    client's tools as neutral specs (in the body's order; a tool without a schema takes no
+    arguments)."""
+
+    system: str
+    tools: tuple[ToolSpec, ...]
+
+
+def system_text(system: str | list[Any] | None) -> str:
+    """The text of a checked system prompt (the body's, or a mid-conversation system message's
+    content): a string, or text blocks joined by blank lines."""
+    if system is None or isinstance(system, str):
+        return system or ""
+    return "\n\n".join(block["text"] for block in system)
+
+
 def _check(model: type[ModelT], value: Any, where: str) -> ModelT:
     return check(model, value, where, error=AnthropicRequestError, style="dots")
 
@@ -153,7 +176,7 @@ def check_request(
     user_blocks: Collection[str] = USER_BLOCKS,
     assistant_blocks: Collection[str] = ASSISTANT_BLOCKS,
     known: Collection[int] = (),
-) -> None:
+) -> CheckedRequest:
     """Check a client's Messages body whole; :class:`AnthropicRequestError` naming the first bad
     field (see the module docstring). ``known``: positions of messages whose exact text passed
     these checks in an earlier request (a client resends its history): not checked again."""
@@ -174,8 +197,8 @@ def check_request(
         if isinstance(message.content, list):
             for position, block in enumerate(message.content):
                 _check_block(block, f"{where}.content.{position}", message.role, allowed)
-    for index, tool in enumerate(checked.tools or ()):
-        _check_tool(tool, f"tools.{index}")
+    tools = [_check_tool(tool, f"tools.{index}") for index, tool in enumerate(checked.tools or ())]
+    return CheckedRequest(system_text(checked.system), tuple(tools))
 
 
 def _check_system(system: Any, where: str) -> None:
@@ -207,10 +230,13 @@ def _check_block(block: Any, where: str, role: str, allowed: Collection[str]) ->
             _check_block(item, f"{where}.content.{index}", "tool result", _RESULT_BLOCKS)
 
 
-def _check_tool(tool: Any, where: str) -> None:
+def _check_tool(tool: Any, where: str) -> ToolSpec:
     checked = _check(_Tool, tool, where)
     if checked.type not in (None, "custom"):
         raise AnthropicRequestError(
             f"{where}.type",
             f"server tools ({checked.type[:40]!r}) are not supported by contextfold proxy",
         )
+    if checked.input_schema is None:
+        return ToolSpec(checked.name, checked.description or "")
+    return ToolSpec(checked.name, checked.description or "", checked.input_schema)

@@ -5,17 +5,20 @@ own fields (``stream: "yes"`` and ``stream_options: "x"`` are refused), every me
 role, every content part by its ``type``, every tool call and tool, and every text for
 encodability. It raises :class:`ChatRequestError` naming the first bad field as OpenAI does
 (``messages[2].tool_calls[0].function.arguments``), which the 400 answer carries as ``param``.
-It reads nothing: a body that passes is read by :mod:`contextfold.wire.chat_completions` as
-before, knowing every value has its type.
+A body that passes is read knowing every value has its type: its messages by
+:mod:`contextfold.wire.chat_completions`; its tools are returned read, as a
+:class:`CheckedRequest` (the models are the one validation: no reader checks again).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, FiniteFloat, StrictBool, StrictInt, StrictStr
 
+from contextfold.tool_spec import ToolSpec
 from contextfold.wire._checked import (
     ModelT,
     RequestBodyError,
@@ -24,7 +27,7 @@ from contextfold.wire._checked import (
     check_unicode,
 )
 
-__all__ = ["CONTENT_PARTS", "ChatRequestError", "check_request"]
+__all__ = ["CONTENT_PARTS", "ChatRequestError", "CheckedRequest", "check_request"]
 
 CONTENT_PARTS = frozenset({"text", "image_url"})
 """Content part types a message may hold (by default)."""
@@ -155,13 +158,21 @@ class _Body(WireModel):
     reasoning_effort: StrictStr | None = None
 
 
+@dataclass(frozen=True)
+class CheckedRequest:
+    """What a checked body holds besides its messages, read: the client's tools as neutral
+    specs (in the body's order; a tool without parameters takes no arguments)."""
+
+    tools: tuple[ToolSpec, ...]
+
+
 def _check(model: type[ModelT], value: Any, where: str) -> ModelT:
     return check(model, value, where, error=ChatRequestError)
 
 
 def check_request(
     body: Any, *, content_parts: Collection[str] = CONTENT_PARTS, known: Collection[int] = ()
-) -> None:
+) -> CheckedRequest:
     """Check a client's Chat Completions body whole; :class:`ChatRequestError` naming the first
     bad field (see the module docstring). ``known``: positions of messages whose exact text
     passed these checks in an earlier request: not checked again."""
@@ -176,8 +187,8 @@ def check_request(
     for index, raw in enumerate(checked.messages):
         if index not in known:
             _check_message(raw, f"messages[{index}]", content_parts)
-    for index, tool in enumerate(checked.tools or ()):
-        _check_tool(tool, f"tools[{index}]")
+    tools = [_check_tool(tool, f"tools[{index}]") for index, tool in enumerate(checked.tools or ())]
+    return CheckedRequest(tuple(tools))
 
 
 def _check_message(raw: Any, where: str, content_parts: Collection[str]) -> None:
@@ -202,8 +213,11 @@ def _check_part(part: Any, where: str, allowed: Collection[str]) -> None:
         _check(model, part, where)
 
 
-def _check_tool(tool: Any, where: str) -> None:
+def _check_tool(tool: Any, where: str) -> ToolSpec:
     checked = _check(_Tool, tool, where)
     if checked.type != "function" or checked.function is None:
         raise ChatRequestError(f"{where}.type", "only function tools are supported")
-    _check(_FunctionTool, checked.function, f"{where}.function")
+    function = _check(_FunctionTool, checked.function, f"{where}.function")
+    if function.parameters is None:
+        return ToolSpec(function.name, function.description or "")
+    return ToolSpec(function.name, function.description or "", function.parameters)
