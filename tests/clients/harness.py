@@ -322,10 +322,8 @@ def _pair(
     for request in upstream:
         match = _TAG.search(request.headers.get(TAG_HEADER, ""))
         exchange = by_number.get(int(match.group(1))) if match else None
-        if exchange is None:  # untagged: the latest client request begun before it
-            begun = [
-                e for e in client if protocol_of_path(e.path) == protocol_of_path(request.path)
-            ]
+        if exchange is None:  # untagged: the latest model request begun before it
+            begun = [e for e in client if protocol_of_path(e.path) is not None]
             exchange = begun[-1] if begun else None
         pairs.append((request, exchange))
     return pairs
@@ -343,16 +341,22 @@ def check_invariants(
     ``(upstream request number, violation)`` pairs."""
     found: list[tuple[int, Violation]] = []
     requests = [r for r in upstream if protocol_of_path(r.path) is not None]
+    pairs: list[tuple[RecordedRequest, Any, AnyProtocol | None]]
     if client is None:
-        pairs: list[tuple[RecordedRequest, Any]] = [(r, r.body) for r in requests]
+        pairs = [(r, r.body, None) for r in requests]
     else:
-        pairs = [(r, e.json() if e else None) for r, e in _pair(requests, client)]
-    for number, (request, client_body) in enumerate(pairs):
+        pairs = [
+            (r, e.json() if e else None, protocol_of_path(e.path) if e else None)
+            for r, e in _pair(requests, client)
+        ]
+    for number, (request, client_body, client_protocol) in enumerate(pairs):
         if not isinstance(client_body, Mapping):
             continue
         protocol = protocol_of_path(request.path)
         assert protocol is not None
-        for violation in check(protocol, client_body, protocol, request.body, task=task):
+        # A bridged request is read in each side's own protocol.
+        sent_in = client_protocol or protocol
+        for violation in check(sent_in, client_body, protocol, request.body, task=task):
             found.append((number, violation))
     return found
 
@@ -428,7 +432,8 @@ def fill_traffic(
 ) -> None:
     """Requests and tokens on both sides (direct mode: the client's requests are the
     upstream's)."""
-    model = [r for r in upstream if protocol_of_path(r.path) is not None]
+    # A path the upstream does not serve (the proxy probing for its protocol) is no request.
+    model = [r for r in upstream if protocol_of_path(r.path) is not None and r.protocol]
     figures.upstream_requests = len(model)
     sizes = [r.input_tokens or 0 for r in model]
     figures.upstream_tokens = sum(sizes)

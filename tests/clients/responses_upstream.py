@@ -48,6 +48,7 @@ __all__ = [
     "ResponsesUpstream",
     "as_chat_body",
     "responses_overflow",
+    "serving_only",
 ]
 
 AnyProtocol = Literal["anthropic", "openai", "responses"]
@@ -121,6 +122,25 @@ def as_chat_body(body: Mapping[str, Any]) -> dict[str, Any]:
         }
         tools.append({"type": "function", "function": function})
     return {"messages": messages, "tools": tools}
+
+
+_ROUTES: dict[AnyProtocol, tuple[str, ...]] = {
+    "anthropic": ("/v1/messages", "/v1/messages/count_tokens"),
+    "openai": ("/v1/chat/completions",),
+    "responses": ("/v1/responses",),
+}
+
+
+def serving_only(upstream: ScriptedUpstream, *protocols: AnyProtocol) -> ScriptedUpstream:
+    """``upstream`` with the model routes of every other protocol taken away: their paths fall
+    to the catch-all 404, as on a server that never had them (Ollama, vLLM and LM Studio speak
+    Chat Completions only). The proxy in front must then bridge."""
+    gone = {
+        path for protocol, paths in _ROUTES.items() if protocol not in protocols for path in paths
+    }
+    routes = upstream.app.router.routes
+    routes[:] = [r for r in routes if getattr(r, "path", None) not in gone]
+    return upstream
 
 
 def _text(item: Mapping[str, Any]) -> str:

@@ -26,7 +26,7 @@ from tests.clients.conftest import installed
 from tests.clients.harness import ClientRun, Session, clean_env, drive, run_client
 from tests.clients.plans import PlanScript, Step
 from tests.clients.repo import edits_missing, make_repo
-from tests.clients.responses_upstream import ResponsesUpstream
+from tests.clients.responses_upstream import ResponsesUpstream, serving_only
 
 pytestmark = pytest.mark.slow
 
@@ -128,7 +128,7 @@ def codex() -> str:
     return installed("codex", "npm install -g @openai/codex; .ci/run installs it")
 
 
-def codex_session(codex: str, dirs: tuple[Path, Path]) -> Session:
+def codex_session(codex: str, dirs: tuple[Path, Path], note: str = "") -> Session:
     home, work = dirs
     make_repo(work)
     steps = plan()
@@ -152,6 +152,7 @@ def codex_session(codex: str, dirs: tuple[Path, Path]) -> Session:
         landed=lambda: edits_missing(work),
         task=TASK,
         final=FINAL,
+        note=note,
     )
 
 
@@ -161,10 +162,22 @@ def test_codex_direct(codex: str, dirs: tuple[Path, Path], show: Callable[[str],
     assert not problems, "\n\n".join(problems)
 
 
-@pytest.mark.xfail(strict=False, reason="issue 27: the proxy has no POST /v1/responses (404)")
 def test_codex_through_the_proxy(
     codex: str, dirs: tuple[Path, Path], show: Callable[[str], None]
 ) -> None:
     spec = codex_session(codex, dirs)
     _, problems = drive(spec, ResponsesUpstream(spec.script), WINDOW, dirs[0].parent, show)
     assert not problems, "\n\n".join(problems)
+
+
+def test_codex_bridged_to_a_chat_only_upstream(
+    codex: str, dirs: tuple[Path, Path], show: Callable[[str], None]
+) -> None:
+    """Codex speaks Responses; the upstream only Chat Completions (as Ollama, vLLM and LM
+    Studio do): the proxy finds that out (``/v1/responses`` answers 404) and bridges."""
+    spec = codex_session(codex, dirs, note="Responses → Chat upstream")
+    upstream = serving_only(ResponsesUpstream(spec.script), "openai")
+    _, problems = drive(spec, upstream, WINDOW, dirs[0].parent, show)
+    assert not problems, "\n\n".join(problems)
+    paths = {r.path for r in upstream.requests if r.protocol is not None}
+    assert paths == {"/v1/chat/completions"}, paths

@@ -42,6 +42,11 @@ compacts itself (at 20k it does, in the direct control: a summary request withou
 Managing the window is the proxy's job here."""
 
 
+RESPONSES_WINDOW = 200_000
+"""The proxy's window for the Responses provider: what is tested there is the protocol, not
+the window's management (the 20k case above is issue 26's)."""
+
+
 def _bash(command: str) -> tuple[str, dict[str, Any]]:
     return "bash", {"command": command, "description": "Scripted step"}
 
@@ -93,23 +98,31 @@ def plan(work: Path) -> list[Step]:
     ]
 
 
-def write_config(home: Path, base_url: str) -> None:
+PROVIDERS = {
+    "compatible": ("cfscripted", "@ai-sdk/openai-compatible"),
+    "openai": ("openai", None),
+}
+"""opencode's providers under test: a declared OpenAI-compatible one (Chat Completions), and
+the built-in ``openai`` provider (the Responses API), pointed at the base URL."""
+
+
+def write_config(home: Path, base_url: str, provider: str = "compatible") -> str:
+    """``opencode.json`` with ``provider`` (a key of :data:`PROVIDERS`) at ``base_url``;
+    returns the model name to run (``provider/scripted``)."""
+    name, package = PROVIDERS[provider]
+    declared: dict[str, Any] = {
+        "name": "scripted",
+        "options": {"baseURL": f"{base_url}/v1", "apiKey": "dummy"},
+        "models": {
+            "scripted": {"name": "scripted", "limit": {"context": CLIENT_CONTEXT, "output": 4000}}
+        },
+    }
+    if package is not None:
+        declared["npm"] = package
     config = {
         "$schema": "https://opencode.ai/config.json",
-        "provider": {
-            "cfscripted": {
-                "npm": "@ai-sdk/openai-compatible",
-                "name": "scripted",
-                "options": {"baseURL": f"{base_url}/v1", "apiKey": "dummy"},
-                "models": {
-                    "scripted": {
-                        "name": "scripted",
-                        "limit": {"context": CLIENT_CONTEXT, "output": 4000},
-                    }
-                },
-            }
-        },
-        "model": "cfscripted/scripted",
+        "provider": {name: declared},
+        "model": f"{name}/scripted",
         "autoupdate": False,
         "share": "disabled",
         "permission": {"edit": "allow", "bash": "allow"},
@@ -117,6 +130,7 @@ def write_config(home: Path, base_url: str) -> None:
     directory = home / ".config" / "opencode"
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "opencode.json").write_text(json.dumps(config, indent=2))
+    return f"{name}/scripted"
 
 
 @pytest.fixture(scope="module")
@@ -124,14 +138,16 @@ def opencode() -> str:
     return installed("opencode", "npm install -g opencode-ai; .ci/run installs it")
 
 
-def opencode_session(opencode: str, dirs: tuple[Path, Path]) -> Session:
+def opencode_session(
+    opencode: str, dirs: tuple[Path, Path], provider: str = "compatible", note: str = ""
+) -> Session:
     home, work = dirs
     make_repo(work)
     steps = plan(work)
 
     def run(base_url: str, arguments: list[str]) -> ClientRun:
-        write_config(home, base_url)
-        command = [opencode, "run", "-m", "cfscripted/scripted", *arguments]
+        model = write_config(home, base_url, provider)
+        command = [opencode, "run", "-m", model, *arguments]
         return run_client(command, cwd=work, env=clean_env(home), timeout=TIMEOUT)
 
     def runs(base_url: str) -> list[ClientRun]:
@@ -147,6 +163,7 @@ def opencode_session(opencode: str, dirs: tuple[Path, Path]) -> Session:
         landed=lambda: edits_missing(work),
         task=TASK,
         final=FINAL,
+        note=note,
     )
 
 
@@ -168,3 +185,24 @@ def test_opencode_through_the_proxy(
     spec = opencode_session(opencode, dirs)
     _, problems = drive(spec, ResponsesUpstream(spec.script), WINDOW, dirs[0].parent, show)
     assert not problems, "\n\n".join(problems)
+
+
+def test_opencode_openai_provider_direct(
+    opencode: str, dirs: tuple[Path, Path], show: Callable[[str], None]
+) -> None:
+    """The built-in ``openai`` provider speaks the Responses API: the control."""
+    spec = opencode_session(opencode, dirs, "openai", note="openai provider, Responses")
+    upstream = ResponsesUpstream(spec.script)
+    _, problems = drive(spec, upstream, None, dirs[0].parent, show)
+    assert not problems, "\n\n".join(problems)
+    assert {r.path for r in upstream.requests if r.protocol} == {"/v1/responses"}
+
+
+def test_opencode_openai_provider_through_the_proxy(
+    opencode: str, dirs: tuple[Path, Path], show: Callable[[str], None]
+) -> None:
+    spec = opencode_session(opencode, dirs, "openai", note="openai provider, Responses")
+    upstream = ResponsesUpstream(spec.script)
+    _, problems = drive(spec, upstream, RESPONSES_WINDOW, dirs[0].parent, show)
+    assert not problems, "\n\n".join(problems)
+    assert {r.path for r in upstream.requests if r.protocol} == {"/v1/responses"}
