@@ -3,6 +3,8 @@ can leave a request that the ledger pushes over the window)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from contextfold.retention.ledger import Ledger, LedgerItem
 from tests.engine.helpers import EngineFactory, start
 
@@ -19,10 +21,10 @@ def test_a_ledger_that_would_push_the_request_over_the_window_shrinks_until_it_f
         LedgerItem("command", f"pytest tests/test_module_{n}.py -k case_{n} --maxfail=1", None)
         for n in range(200)
     )
-    state = driver.session._core.state
-    state.ledger = Ledger(items)
-    before = state.ledger.tokens()
+    core = driver.session._core
+    core.state = replace(core.state, ledger=Ledger(items))
+    before = core.state.ledger.tokens()
     request = driver.prepare()
     assert request.tokens <= engine.effective_window
-    after = state.ledger
+    after = core.state.ledger
     assert before > 0 and after.tokens() < before

@@ -4,7 +4,7 @@ zone decision as the pure function it is."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import pytest
@@ -150,8 +150,7 @@ def test_decide_maps_each_zone_to_its_action(zone: Zone, expected: ZoneAction) -
 
 def test_decide_waits_after_a_short_compaction_unless_the_context_grew() -> None:
     policy = ContextPolicy(background=False)
-    state = _state()
-    state.compact_retry_at = 6_000
+    state = replace(_state(), compact_retry_at=6_000)
 
     below = decide(_measurement(Zone.COMPACT, tokens=5_000), state, policy, can_restart=False)
     above = decide(_measurement(Zone.COMPACT, tokens=6_500), state, policy, can_restart=False)
@@ -166,7 +165,7 @@ def test_decide_winds_down_once_then_restarts() -> None:
     state = _state()
 
     first = decide(_measurement(Zone.COMPACT), state, policy, can_restart=True)
-    state.wind_down_sent = first.wind_down_sent
+    state = replace(state, wind_down_sent=first.wind_down_sent)
     second = decide(_measurement(Zone.COMPACT), state, policy, can_restart=True)
     no_room = decide(_measurement(Zone.BLOCK), _state(), policy, can_restart=True)
     cannot = decide(_measurement(Zone.COMPACT), state, policy, can_restart=False)

@@ -1,15 +1,19 @@
 """Crash safety: a writer SIGKILLed at random moments never leaves a damaged or partial store.
 
 A child process plays an agent: it resumes the session, then appends turns (one transaction of
-three messages each) and saves its engine state after each, masks old results, offloads outputs,
-summarizes and snapshots, and reports each commit on a pipe *after* it returns. The parent kills
-it at a random moment, then checks that the store opens, passes SQLite's integrity check and the
-store's own invariants, holds every reported turn whole and byte-exact, keeps an engine state
-saved whole, and resumes to the same view a full replay gives.
+three messages each) and saves its engine state once after each, as the engine does: a few small
+parts that change every turn, and a large part (a ledger with a secret in it) that changes every
+few turns, which the store re-redacts only when it changed. It masks old results, offloads
+outputs, summarizes and snapshots, and reports each commit on a pipe *after* it returns. The
+parent kills it at a random moment, then checks that the store opens, passes SQLite's integrity
+check and the store's own invariants, holds every reported turn whole and byte-exact, keeps an
+engine state saved whole (every part of the same turn, the secret redacted), and resumes to the
+same view a full replay gives.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import time
@@ -20,6 +24,7 @@ import pytest
 
 from contextfold.edits import MaskEdit, ReplacedResult, SummarizeEdit
 from contextfold.messages import Message, SummaryPart
+from contextfold.redaction.redactor import redact_json
 from contextfold.store import open_store
 from contextfold.store.view_rebuild import replay
 
@@ -36,6 +41,22 @@ def _output(turn: int) -> str:
     return f"output {turn}\n" + "log line\n" * 1500 if turn % 5 == 0 else ""
 
 
+LEDGER_EVERY = 4
+"""Turns between two changes of the state's large part."""
+SECRET = "ghp_1234567890abcdefghijklmnopqrstuvwxyz"
+
+
+def _state(turn: int) -> dict[str, Any]:
+    """The engine state saved after ``turn``: small parts that change every turn, and a ledger
+    of a few kilobytes that changes every :data:`LEDGER_EVERY` turns."""
+    version = turn // LEDGER_EVERY
+    ledger = [
+        {"kind": "command", "text": f"curl -H 'token {SECRET}' /v{version}/item/{i}"}
+        for i in range(40)
+    ]
+    return {"turn": turn, "last_seq": 3 * turn, "ledger": ledger, "note": f"turn {turn}"}
+
+
 def _expected(seq: int) -> Message:
     turn = (seq - 1) // 3 + 1
     return tool_turn(turn, _output(turn))[(seq - 1) % 3]
@@ -50,7 +71,7 @@ def _agent(url: str, options: dict[str, Any], sid: str, report: Callable[[str], 
         turn += 1
         seq = store.append_messages(sid, tool_turn(turn, _output(turn)), expected_seq=seq)
         report(f"turn {turn} {seq}")
-        store.save_engine_state(sid, {"turn": turn, "last_seq": seq})
+        store.save_engine_state(sid, _state(turn))
         report(f"state {turn}")
         if turn % 3 == 0:
             store.append_edit(sid, MaskEdit((ReplacedResult(f"t{turn}", f"call_{turn}", "[m]"),)))
@@ -106,11 +127,15 @@ def test_a_killed_writer_never_loses_a_committed_turn(target: StoreTarget) -> No
             snapshot = store.load_snapshot(sid)
             assert snapshot_seq == 0 or (snapshot is not None and snapshot.last_seq >= snapshot_seq)
             full, _ = replay((), store.iter_messages(sid), list(store.iter_edits(sid)))
-            # The engine state is saved whole after its turn: the reported one or a later one.
+            # The engine state is saved whole after its turn: the reported one or a later one,
+            # every part of that same turn (the ledger's too, whether the save re-encoded it or
+            # reused its redacted form), with no secret at rest.
             state = store.load_engine_state(sid)
             assert state_turn == 0 or (state is not None and state["turn"] >= state_turn)
-            assert state is None or state == {"turn": state["turn"], "last_seq": 3 * state["turn"]}
-            assert state is None or state["last_seq"] <= last, f"kill {kill}: state ahead"
+            if state is not None:
+                assert state == redact_json(_state(state["turn"])), f"kill {kill}: state mixed"
+                assert SECRET not in json.dumps(state)
+                assert state["last_seq"] <= last, f"kill {kill}: state ahead"
             assert store.load_view(sid).view == full, f"kill {kill}: resume differs from replay"
 
     assert committed >= 3 * KILLS

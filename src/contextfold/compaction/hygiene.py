@@ -147,10 +147,18 @@ def file_reads(view: Sequence[Message]) -> list[FileRead]:
         action = _classified(slot.call) if slot.call is not None else None
         if slot.call is None or action is None or action.kind != "read" or len(action.reads) != 1:
             continue
-        span = _span(slot.call)
-        in_file = span is None or not _command(slot.call) or _shows_only_the_file(span)
+        span, in_file = _read_shape(slot.call)
         reads.append(FileRead(slot, _normal_path(action.reads[0]), span, in_file))
     return reads
+
+
+@functools.lru_cache(maxsize=2_048)
+def _read_shape(call: ToolCallPart) -> tuple[str | None, bool]:
+    """What part of its file ``call`` read (``None``: all of it), and whether its output is only
+    lines of the file (remembered like :func:`_classified`: parsing the command again each
+    compaction cost more than the rest of hygiene)."""
+    span = _span(call)
+    return span, span is None or not _command(call) or _shows_only_the_file(span)
 
 
 @functools.lru_cache(maxsize=2_048)

@@ -12,7 +12,7 @@ same steps.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from contextfold.compaction import CompactionContext, CompactResult, MaskObservations
 from contextfold.engine._core import SessionCore
@@ -20,6 +20,7 @@ from contextfold.engine._measure import Measurement
 from contextfold.engine._recovery import ENGINE_PROVIDER, OVERFLOW_RETRY_SHARE, RefusedRequest
 from contextfold.engine._restart import restart
 from contextfold.engine._schedule import compacts_early, expectation, open_settlement
+from contextfold.engine._state import TurnState
 from contextfold.engine._writer import PendingBlobs
 from contextfold.engine._zones import ZoneAction, decide
 from contextfold.errors import ContextOverflowError
@@ -27,17 +28,46 @@ from contextfold.events import (
     CompactionFailed,
     CompactionFinished,
     CompactionStarted,
+    Event,
     OverflowRecovered,
     Trigger,
 )
 from contextfold.retention.ledger import token_budget
 
-__all__ = ["act", "apply_result", "compact_now", "compaction_failed", "min_mask_batch", "recover"]
+__all__ = [
+    "Applied",
+    "act",
+    "apply_result",
+    "compact_now",
+    "compaction_failed",
+    "min_mask_batch",
+    "recover",
+]
 
 
-def act(core: SessionCore, m: Measurement) -> CompactResult | None:
-    """Decide what measurement ``m`` calls for and do it; the compaction that ran, if any."""
-    state, policy = core.state, core.deps.policy
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What carrying out an action did: the state it leaves, the compaction that ran (if any),
+    the events it made (already sent to the sinks) and whether the view changed."""
+
+    state: TurnState
+    compaction: CompactResult | None = None
+    events: tuple[Event, ...] = ()
+    view_changed: bool = False
+
+    def then(self, later: Applied) -> Applied:
+        """This, followed by ``later`` (which started from this one's state)."""
+        return Applied(
+            later.state,
+            later.compaction or self.compaction,
+            self.events + later.events,
+            self.view_changed or later.view_changed,
+        )
+
+
+def act(core: SessionCore, state: TurnState, m: Measurement) -> Applied:
+    """Decide what measurement ``m`` calls for and do it."""
+    policy = core.deps.policy
     restart_policy = core.deps.compactor.restart
     # A restart continues in a new stored session: with the store down, compact in place.
     can_restart = (
@@ -45,58 +75,66 @@ def act(core: SessionCore, m: Measurement) -> CompactResult | None:
         and restart_policy.can_restart(state.restarts)
         and core.writer.store_ok
     )
-    early = compacts_early(core, m)
+    early = compacts_early(core, state, m)
     action = decide(m, state, policy, can_restart=can_restart, compact_early=early)
     if action.kind == "restart":
         assert restart_policy is not None
-        if restart(core, restart_policy):
-            return None
+        restarted = restart(core, state, restart_policy)
+        if restarted is not None:
+            return Applied(restarted.state, events=restarted.events, view_changed=True)
         action = decide(m, state, policy, can_restart=False, compact_early=early)
-    state.wind_down_sent = action.wind_down_sent
+    state = replace(state, wind_down_sent=action.wind_down_sent)
     if action.kind == "compact":
-        return _compact_zone(core, m, action)
-    result = _mask_batch(core, m) if action.kind == "mask" else None
+        return _compact_zone(core, state, m, action)
+    done = _mask_batch(core, state, m) if action.kind == "mask" else Applied(state)
     if action.start_background:
-        _start_background(core, m)
-    return result
+        done = done.then(_start_background(core, done.state, m))
+    return done
 
 
-def _compact_zone(core: SessionCore, m: Measurement, action: ZoneAction) -> CompactResult | None:
+def _compact_zone(
+    core: SessionCore, state: TurnState, m: Measurement, action: ZoneAction
+) -> Applied:
     background = core.background
+    done = Applied(state)
     if action.take_background and background is not None:
         ready = background.take(core.view)
         if ready is not None:
-            core.state.background_started = False
+            state = replace(state, background_started=False)
             if ready.changed and not ready.failed:
-                return apply_result(core, ready, m, trigger="background")
+                return apply_result(core, state, ready, m, trigger="background")
             # Its CompactionStarted was announced: it ends here, as failed, and the
             # foreground compaction below does the work.
-            compaction_failed(core, "background", m.tokens, m.tokens, _why_unused(ready))
+            failed = compaction_failed(core, "background", m.tokens, m.tokens, _why_unused(ready))
+            done = Applied(state, events=(failed,))
     if action.wait or action.trigger is None:
-        return None
-    return _compact(core, m, trigger=action.trigger, target=action.target, hard=action.hard)
+        return done
+    return done.then(
+        _compact(
+            core, done.state, m, trigger=action.trigger, target=action.target, hard=action.hard
+        )
+    )
 
 
-def _start_background(core: SessionCore, m: Measurement) -> None:
+def _start_background(core: SessionCore, state: TurnState, m: Measurement) -> Applied:
     background = core.background
     if background is None:
-        return
+        return Applied(state)
     target = core.deps.policy.thresholds.compact_target
-    if background.maybe_start(_context(core, m, target)):
-        core.state.background_started = True
-        # Announced like any compaction, so its CompactionFinished has a start.
-        core.emit(
-            CompactionStarted(
-                session_id=core.id,
-                trigger="background",
-                zone=m.zone.value,
-                before_tokens=m.tokens,
-                target_tokens=int(target * core.effective_window),
-            )
-        )
+    if not background.maybe_start(_context(core, state, m, target)):
+        return Applied(state)
+    # Announced like any compaction, so its CompactionFinished has a start.
+    started = CompactionStarted(
+        session_id=core.id,
+        trigger="background",
+        zone=m.zone.value,
+        before_tokens=m.tokens,
+        target_tokens=int(target * core.effective_window),
+    )
+    return Applied(replace(state, background_started=True), events=(core.emit(started),))
 
 
-def _mask_batch(core: SessionCore, m: Measurement) -> CompactResult | None:
+def _mask_batch(core: SessionCore, state: TurnState, m: Measurement) -> Applied:
     """Mask one batch of old outputs, but only a batch worth a cache break.
 
     Every edit invalidates the provider's cached prefix from the first changed message on.
@@ -105,11 +143,11 @@ def _mask_batch(core: SessionCore, m: Measurement) -> CompactResult | None:
     batch that frees less than the mask strategies' minimum share waits for more (or for
     the COMPACT zone).
     """
-    state, compactor = core.state, core.deps.compactor
+    compactor = core.deps.compactor
     if state.mask_retry_at is not None and core.sizes.outputs < state.mask_retry_at:
-        return None
+        return Applied(state)
     pending = PendingBlobs(core.blobs)  # written only if the batch is kept
-    ctx = replace(_context(core, m, core.deps.policy.thresholds.mask_at), blobs=pending)
+    ctx = replace(_context(core, state, m, core.deps.policy.thresholds.mask_at), blobs=pending)
     result = compactor.mask(ctx)
     least = min_mask_batch(compactor.mask_strategies) * ctx.window_tokens
     if not result.changed or result.freed_tokens < least:
@@ -118,14 +156,14 @@ def _mask_batch(core: SessionCore, m: Measurement) -> CompactResult | None:
         # (outputs in the recent window are not maskable yet: a small shortfall would
         # otherwise mean planning again every turn or two).
         shortfall = max(least / 2, least - result.freed_tokens)
-        state.mask_retry_at = core.sizes.outputs + int(shortfall)
-        return None
+        return Applied(replace(state, mask_retry_at=core.sizes.outputs + int(shortfall)))
     pending.flush()
-    return apply_result(core, result, m, trigger="mask")
+    return apply_result(core, state, result, m, trigger="mask")
 
 
 def _context(
     core: SessionCore,
+    state: TurnState,
     m: Measurement,
     target: float,
     *,
@@ -136,8 +174,7 @@ def _context(
     # What the compaction takes out may go into the ledger, a system-prompt section: the
     # conversation leaves room for it to grow to its bound, or the request after a compaction
     # aimed at the last token (an overflow's retry) would not fit.
-    ledger = core.state.ledger
-    ledger_room = max(0, token_budget(core.state.window.context_window) - ledger.tokens())
+    ledger_room = max(0, token_budget(state.window.context_window) - state.ledger.tokens())
     return CompactionContext(
         view=tuple(core.view),
         counter=core.compaction_counter,
@@ -156,15 +193,16 @@ def _context(
 
 def _compact(
     core: SessionCore,
+    state: TurnState,
     m: Measurement,
     *,
     trigger: Trigger,
     target: float,
     hard: bool = False,
     focus: str | None = None,
-) -> CompactResult:
-    ctx = _context(core, m, target, hard=hard, focus=focus)
-    core.emit(
+) -> Applied:
+    ctx = _context(core, state, m, target, hard=hard, focus=focus)
+    started = core.emit(
         CompactionStarted(
             session_id=core.id,
             trigger=trigger,
@@ -174,29 +212,33 @@ def _compact(
         )
     )
     result = core.deps.compactor.compact(ctx, hard=hard)
-    return apply_result(core, result, m, trigger=trigger)
+    return Applied(state, events=(started,)).then(
+        apply_result(core, state, result, m, trigger=trigger)
+    )
 
 
 def apply_result(
-    core: SessionCore, result: CompactResult, m: Measurement, *, trigger: Trigger
-) -> CompactResult:
-    """Let ``result`` enter the session (see the module docstring); returns it."""
-    state = core.state
-    for event in result.events:
-        core.emit(event)
-    after = _take_edits(core, result, m) if result.edits else m.tokens
+    core: SessionCore, state: TurnState, result: CompactResult, m: Measurement, *, trigger: Trigger
+) -> Applied:
+    """Let ``result`` enter the session (see the module docstring)."""
+    events = [core.emit(event) for event in result.events]
+    after = m.tokens
+    if result.edits:
+        after = _take_edits(core, state, result, m)
+        # A new view: a declined mask batch is planned again, the cache plan starts over.
+        state = replace(state, mask_retry_at=None, previous_tail=None)
     if result.summary is not None:
-        state.summary = result.summary
+        state = replace(state, summary=result.summary)
     if result.failed and trigger in ("threshold", "background", "cost"):
         least = core.deps.policy.thresholds.min_progress * core.effective_window
-        state.compact_retry_at = after + int(least)
+        state = replace(state, compact_retry_at=after + int(least))
     elif result.edits:
-        state.compact_retry_at = None
+        state = replace(state, compact_retry_at=None)
     # Every announced compaction ends with one finished or failed event. One whose edits
     # are in the transcript finished, even short of the minimum progress (its note says
     # so); one that changed nothing has failed, whatever its strategies said.
     if result.edits:
-        saving, horizon, settlement = expectation(core, m, result, after)
+        saving, horizon, settlement = expectation(core, state, m, result, after)
         finished = CompactionFinished(
             session_id=core.id,
             trigger=trigger,
@@ -211,17 +253,17 @@ def apply_result(
             expected_saving_usd=saving,
             horizon_requests=horizon,
         )
-        core.emit(finished)
-        core.emit(state.account_for(result, trigger, core.id, core.read_stored))
-        open_settlement(core, finished, settlement)
+        events.append(core.emit(finished))
+        state, loss = state.accounted(result, trigger, core.id, core.read_stored)
+        events.append(core.emit(loss))
+        events += open_settlement(core, state, finished, settlement)
     elif trigger != "mask":
-        compaction_failed(core, trigger, m.tokens, after, _why_unused(result))
-    return result
+        events.append(compaction_failed(core, trigger, m.tokens, after, _why_unused(result)))
+    return Applied(state, result, tuple(events), view_changed=bool(result.edits))
 
 
-def _take_edits(core: SessionCore, result: CompactResult, m: Measurement) -> int:
+def _take_edits(core: SessionCore, state: TurnState, result: CompactResult, m: Measurement) -> int:
     """Record ``result``'s edits, take its view, snapshot it; the view's estimated size."""
-    state = core.state
     core.writer.append_edits(result.edits)
     core.replace_view(result.view)
     # Two estimates of the new size, and the larger wins: the old size minus what was freed
@@ -236,16 +278,15 @@ def _take_edits(core: SessionCore, result: CompactResult, m: Measurement) -> int
     )
     # Stay on the provider's scale: the new size is the old one minus what was freed.
     state.estimator.rebase(view, after, system=m.fixed_text, tools=m.tools)
-    state.previous_tail = None
     core.writer.snapshot(view, after)
     return after
 
 
 def compaction_failed(
     core: SessionCore, trigger: Trigger, before: int, after: int, reason: str
-) -> None:
-    """End an announced compaction that changed nothing."""
-    core.emit(
+) -> Event:
+    """End an announced compaction that changed nothing (the event, sent)."""
+    return core.emit(
         CompactionFailed(
             session_id=core.id,
             trigger=trigger,
@@ -261,7 +302,12 @@ def compact_now(core: SessionCore, focus: str | None, trigger: Trigger) -> Compa
     already below it (whoever asks explicitly wants room now, before a large read say)."""
     m = core.measure_now()
     target = min(core.deps.policy.thresholds.compact_target, m.fraction / 2)
-    return _compact(core, m, trigger=trigger, target=target, focus=focus)
+    done = _compact(core, core.state, m, trigger=trigger, target=target, focus=focus)
+    core.state = done.state
+    if done.view_changed:
+        core.save_state()  # the ledger it refreshed goes with the edits it wrote
+    assert done.compaction is not None
+    return done.compaction
 
 
 def recover(core: SessionCore, error: ContextOverflowError) -> CompactResult:
@@ -281,7 +327,7 @@ def recover(core: SessionCore, error: ContextOverflowError) -> CompactResult:
             limit=error.limit,
         ) from error
     refused = state.last
-    state.refused = RefusedRequest.of(refused, error)
+    state = replace(state, refused=RefusedRequest.of(refused, error))
     learned = state.window.learn(error.limit)
     if refused is not None and error.prompt_tokens:  # its own count of what it refused
         state.estimator.rebase(
@@ -293,7 +339,8 @@ def recover(core: SessionCore, error: ContextOverflowError) -> CompactResult:
     # refused although it fits by our count means our count is off by an unknown amount:
     # the retry then aims at a share of what was refused.
     target = min(core.deps.policy.thresholds.compact_target, m.fraction * OVERFLOW_RETRY_SHARE)
-    result = _compact(core, m, trigger="overflow", target=target, hard=True)
+    done = _compact(core, state, m, trigger="overflow", target=target, hard=True)
+    core.state = done.state
     core.save_state()
     core.emit(
         OverflowRecovered(
@@ -306,7 +353,8 @@ def recover(core: SessionCore, error: ContextOverflowError) -> CompactResult:
             learned_window=learned,
         )
     )
-    return result
+    assert done.compaction is not None
+    return done.compaction
 
 
 def min_mask_batch(strategies: Iterable[object]) -> float:

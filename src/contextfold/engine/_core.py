@@ -5,7 +5,11 @@
 so that none of them needs the public class and none reaches back into it. It holds what a
 session was given (:class:`~._deps.SessionDeps`), where it writes
 (:class:`~._writer.SessionWriter`), the view with its token sizes, and its
-:class:`~._state.TurnState`.
+:class:`~._state.TurnState` (a value: a pass hands it from step to step and sets it here once).
+
+Events go to the engine's sinks when they happen (:meth:`SessionCore.emit`, so a display can
+show a compaction while it runs); the steps of a pass also return the events they made, and the
+pass puts them on the request it returns.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from contextfold.engine._writer import LineageBlobs, SessionWriter
 from contextfold.engine.learned_window import SessionWindow
 from contextfold.events import ComponentDegraded, Event
 from contextfold.history.repair import history_rules_for
-from contextfold.messages import Message
+from contextfold.messages import Message, SummaryPart
 from contextfold.outputs.intake import OutputLimits
 from contextfold.prompt.sections import BuiltPrompt
 from contextfold.store import SessionInfo
@@ -58,20 +62,18 @@ class SessionCore:
             history_rules_for(deps.provider), self.compaction_counter.count_message
         )
         self.writer = SessionWriter(
-            deps.store, info.id, last_seq=last_seq, last_edit=last_edit, emit=self.emit
+            deps.store, info.id, last_seq=last_seq, last_edit=last_edit, emit=deps.events.emit
         )
         self.blobs = LineageBlobs(self.writer)
-        self.state = TurnState(
+        self.summary_at = _summary_index(self.view)
+        state = TurnState(
             estimator=ContextSizeEstimator(deps.counter),
             usage=UsageTracker(deps.model),
-            deferral=deps.tool_deferral(info.id, self.emit),
+            deferral=deps.tool_deferral(info.id, deps.events.emit),
             window=SessionWindow(deps.model, deps.policy.reserved_output),
         )
+        self.state = state.restored(saved, self.view) if saved else state
         self.background = BackgroundCompactor(deps.compactor) if deps.policy.background else None
-        self.collector: list[Event] | None = None
-        """The events of the :meth:`~contextfold.engine.Session.prepare` under way."""
-        if saved:
-            self.state.restore(saved, self.view)
 
     @property
     def id(self) -> str:
@@ -98,15 +100,15 @@ class SessionCore:
         except LookupError:
             return None
 
-    def emit(self, event: Event) -> None:
-        """Send ``event`` to the engine's sinks, and to the request being prepared."""
+    def emit(self, event: Event) -> Event:
+        """Send ``event`` to the engine's sinks now; returns it (for the step that made it to
+        return too)."""
         self.deps.events.emit(event)
-        if self.collector is not None:
-            self.collector.append(event)
+        return event
 
-    def degraded(self, component: str, fallback: str, error: object) -> None:
+    def degraded(self, component: str, fallback: str, error: object) -> Event:
         """Report that ``component`` failed and the session went on with ``fallback``."""
-        self.emit(
+        return self.emit(
             ComponentDegraded(
                 session_id=self.id, component=component, fallback=fallback, error=str(error)
             )
@@ -129,6 +131,8 @@ class SessionCore:
             )
         self.writer.append([message])
         if message.meta.agent_visible:
+            if _is_summary(message):
+                self.summary_at = len(self.view)
             self.view.append(message)
             self.sizes.append(message)
         return message
@@ -144,11 +148,16 @@ class SessionCore:
         """Take ``view`` (after an edit or a restart) and recount it."""
         self.view = [m for m in view if m.meta.agent_visible]
         self.sizes.reset(self.view)
-        self.state.mask_retry_at = None
+        self.summary_at = _summary_index(self.view)
+
+    @property
+    def summary_id(self) -> str | None:
+        """The id of the view's latest summary message, if it has one."""
+        return self.view[self.summary_at].id if self.summary_at is not None else None
 
     # -- measuring ---------------------------------------------------------------------------------
 
-    def measure(self, fixed: str, tools: list[ToolSpec], built: BuiltPrompt) -> Measurement:
+    def measure(self, fixed: str, tools: Sequence[ToolSpec], built: BuiltPrompt) -> Measurement:
         """The request ``fixed + tools + view``, measured by component."""
         return measure(
             self.deps.policy.thresholds,
@@ -168,3 +177,16 @@ class SessionCore:
         built, stable_text, _ = build_prompt(None, None)
         fixed = self.state.fixed_text or stable_text
         return self.measure(fixed, tools, built)
+
+
+def _is_summary(message: Message) -> bool:
+    return any(isinstance(part, SummaryPart) for part in message.parts)
+
+
+def _summary_index(view: Sequence[Message]) -> int | None:
+    """Where the view's latest summary message is (found once per view: the view changes only
+    by appending, or whole)."""
+    for i in range(len(view) - 1, -1, -1):
+        if _is_summary(view[i]):
+            return i
+    return None

@@ -7,6 +7,7 @@ view is final, with the cache plan for the provider and the note for the model.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from contextfold.budget import Zone
 from contextfold.chat import SystemBlock
@@ -23,6 +24,7 @@ from contextfold.prompt.sections import (
     plain_prompt,
     render_prompt,
 )
+from contextfold.tokens.counter import TokenCounter
 from contextfold.tool_spec import ToolSpec
 
 __all__ = [
@@ -124,7 +126,7 @@ def build_prompt(
             if loaded is not None and loaded.text:
                 builder.set("instructions", loaded.text)
                 sections = list(builder.sections)
-        built = builder.build()
+        built = _build(builder.sections)
         return built, built.stable_text, None
     except Exception as exc:
         if not sections and isinstance(system, str):
@@ -132,6 +134,13 @@ def build_prompt(
         text = plain_prompt(sections)
         fallback = (PromptSection("base", text, True),) if text else ()
         return BuiltPrompt(fallback, (), len(fallback)), text, exc
+
+
+@lru_cache(maxsize=32)
+def _build(sections: tuple[PromptSection, ...]) -> BuiltPrompt:
+    """The built prompt of ``sections`` (remembered: the same sections come every turn, and a
+    built prompt is a value)."""
+    return PromptBuilder(sections).build()
 
 
 def _builder(system: SystemPrompt) -> PromptBuilder:
@@ -163,17 +172,20 @@ def render(
     zone: Zone,
     previous_tail: int | None,
     message_tokens: Sequence[int] | None = None,
+    counter: TokenCounter | None = None,
 ) -> tuple[PreparedRequest, Exception | None]:
     """The request for ``deps.provider``: system blocks, cache plan, view plus the note, and
     the error when the cache plan failed (the prompt is then sent unmarked).
 
-    ``message_tokens`` are the raw sizes of ``view``'s messages when the caller has them.
+    ``message_tokens`` are the raw sizes of ``view``'s messages when the caller has them;
+    ``counter`` counts the rest (default: ``deps.counter``; a session passes one that remembers
+    the texts it counted, the system blocks being the same turn after turn).
     """
-    counter = deps.counter
+    counter = counter or deps.counter
     if message_tokens is None or len(message_tokens) != len(view):
         message_tokens = [counter.count_message(m) for m in view]
     rendered, failure = _cache_plan(
-        deps, session_id, built, tools, measurement, message_tokens, previous_tail
+        deps, counter, session_id, built, tools, measurement, message_tokens, previous_tail
     )
     note = "\n".join(t for t in (rendered.tail_text, *notes) if t)
     messages = list(view)
@@ -217,6 +229,7 @@ def _note_position(view: Sequence[Message]) -> int:
 
 def _cache_plan(
     deps: SessionDeps,
+    counter: TokenCounter,
     session_id: str,
     built: BuiltPrompt,
     tools: Sequence[ToolSpec],
@@ -226,7 +239,6 @@ def _cache_plan(
 ) -> tuple[RenderedPrompt, Exception | None]:
     """The system blocks and cache breakpoints for ``deps.provider``; on a failure the prompt
     unmarked (never lose the prompt over a cache plan) and the error, for the caller to report."""
-    counter = deps.counter
     same_tools = tuple(tools) == measurement.tools
     try:
         rendered = render_prompt(

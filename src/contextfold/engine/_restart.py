@@ -11,15 +11,16 @@ numbering, and the same seed: the task, a structured summary and the last comple
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from contextfold.compaction import RestartPolicy, StructuredSummary, plan_restart
 from contextfold.engine._core import SessionCore
-from contextfold.events import SessionRestarted, SummarizerFellBack
+from contextfold.engine._state import TurnState
+from contextfold.events import Event, SessionRestarted, SummarizerFellBack
 from contextfold.messages import Message
 from contextfold.store import SessionInfo
 
-__all__ = ["RestartPlan", "restart"]
+__all__ = ["RestartPlan", "Restarted", "restart"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,23 +31,40 @@ class RestartPlan:
     """This restart's number in the chain (1 for the first)."""
     summary: StructuredSummary | None
     seed: list[Message]
+    events: tuple[Event, ...] = ()
+    """What planning it reported (a summarizer that fell back), already sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class Restarted:
+    """The state a restart leaves (the child's) and the events it sent."""
+
+    state: TurnState
+    events: tuple[Event, ...]
 
 
 def plan(
-    core: SessionCore, policy: RestartPolicy, *, focus: str | None, reuse_summary: bool
+    core: SessionCore,
+    state: TurnState,
+    policy: RestartPolicy,
+    *,
+    focus: str | None,
+    reuse_summary: bool,
 ) -> RestartPlan:
     """The restart of ``core``'s conversation; ``reuse_summary`` takes the latest compaction's
     summary when there is one (the preset's way: no second summary of the same history)."""
-    state, view = core.state, core.view
+    view = core.view
     # The chain's count: the session's own, or the number its stored session carries (a
     # session resumed from a child made on request).
     stored = core.info.metadata.get("restart_number")
     number = max(state.restarts, stored if isinstance(stored, int) else 0) + 1
     summary = state.summary if reuse_summary else None
+    events: tuple[Event, ...] = ()
     if summary is None and view:
         summary = core.deps.summarizer.summarize(view, None, focus)
         if summary.fallback_reason:  # as the compaction pipeline reports it
-            core.emit(SummarizerFellBack(session_id=core.id, error=summary.fallback_reason))
+            fell_back = SummarizerFellBack(session_id=core.id, error=summary.fallback_reason)
+            events = (core.emit(fell_back),)
     seed = plan_restart(
         view,
         summary,
@@ -55,26 +73,27 @@ def plan(
         max_carry_tokens=int(core.effective_window * policy.carry_max_share),
         session_number=number + 1,
     )
-    return RestartPlan(number, summary, seed)
+    return RestartPlan(number, summary, seed, events)
 
 
 def restart(
     core: SessionCore,
+    state: TurnState,
     policy: RestartPolicy,
     *,
     reason: str = "context_full",
     focus: str | None = None,
     reuse_summary: bool = True,
     strict: bool = False,
-) -> bool:
-    """Move ``core`` on to a new child session, seeded by :func:`plan`.
+) -> Restarted | None:
+    """Move ``core`` on to a new child session, seeded by :func:`plan`; the state it leaves.
 
-    False when the store cannot make the child: the failure is reported once (the session goes
-    on in memory) and the caller compacts instead. With ``strict`` the store's error is raised
-    instead, for a restart someone asked for.
+    ``None`` when the store cannot make the child: the failure is reported once (the session
+    goes on in memory) and the caller compacts instead. With ``strict`` the store's error is
+    raised instead, for a restart someone asked for.
     """
     deps, parent, parent_id = core.deps, core.info, core.id
-    restart_plan = plan(core, policy, focus=focus, reuse_summary=reuse_summary)
+    restart_plan = plan(core, state, policy, focus=focus, reuse_summary=reuse_summary)
     metadata = {**parent.metadata, "restart_number": restart_plan.number}
 
     def create() -> SessionInfo:
@@ -85,20 +104,23 @@ def restart(
     # A store that cannot make the child degrades the session to memory (reported once).
     child = create() if strict else core.writer.attempt("create the restarted session", create)
     if child is None:
-        return False
+        return None
     core.writer.switch(child.id, last_seq=0)
-    core.state.deferral.session_id = child.id  # its degradation events name the child
+    state.deferral.session_id = child.id  # its degradation events name the child
     core.info = child
     core.replace_view(())
     for message in restart_plan.seed:
         core.add_message(message)
-    state = core.state
-    state.restarts = restart_plan.number
-    state.wind_down_sent = False
     state.estimator.invalidate()
-    state.previous_tail = None
-    state.summary = restart_plan.summary
-    core.emit(
+    state = replace(
+        state,
+        restarts=restart_plan.number,
+        wind_down_sent=False,
+        previous_tail=None,
+        mask_retry_at=None,
+        summary=restart_plan.summary,
+    )
+    restarted = core.emit(
         SessionRestarted(
             session_id=child.id,
             parent_id=parent_id,
@@ -108,4 +130,4 @@ def restart(
             reason=reason,
         )
     )
-    return True
+    return Restarted(state, (*restart_plan.events, restarted))

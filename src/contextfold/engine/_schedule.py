@@ -6,8 +6,9 @@
   that will say what it came to;
 - :func:`request_sent` — the pace after each request, and the settlement that came due.
 
-Every function reads the session's state and the measurement and returns a decision or a
-figure; the dollars are those of the session's model (:meth:`CachePrices.for_model`).
+Every function reads the session's state and the measurement and returns a decision, a figure or
+the events it sent; the dollars are those of the session's model (:meth:`CachePrices.for_model`).
+The pace tracker (``state.pace``) keeps the counts these decisions read.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from contextfold.engine._economics import (
     edit_saving,
 )
 from contextfold.engine._measure import Measurement
-from contextfold.events import CompactionFinished, CompactionSettled
+from contextfold.engine._state import TurnState
+from contextfold.events import CompactionFinished, CompactionSettled, Event
 from contextfold.history.turns import task_index
 from contextfold.messages import Message
 
@@ -61,7 +63,7 @@ def now(view: Sequence[Message]) -> float:
     return stamp if stamp is not None else time.time()
 
 
-def _plan(core: SessionCore, m: Measurement) -> Plan:
+def _plan(core: SessionCore, state: TurnState, m: Measurement) -> Plan:
     """Where compaction happens if nothing comes early: at the compact threshold, down to what
     a compaction leaves: the fixed part, the task, the recent window and a summary."""
     policy = core.deps.policy
@@ -75,15 +77,15 @@ def _plan(core: SessionCore, m: Measurement) -> Plan:
     task = task_index(view)
     kept = sum(sizes[start:]) + (sizes[task] if task is not None and task < start else 0)
     summary = SUMMARY_TOKENS_GUESS
-    if core.state.summary is not None:
-        summary = core.compaction_counter.count_text(core.state.summary.render())
+    if state.summary is not None:
+        summary = core.compaction_counter.count_text(state.summary.render())
     floor = m.fixed_tokens + int(kept * m.calibration) + summary
     return Plan(
         upper=policy.thresholds.compact_at * m.effective_window, floor=floor, summary=summary
     )
 
 
-def compacts_early(core: SessionCore, m: Measurement) -> bool:
+def compacts_early(core: SessionCore, state: TurnState, m: Measurement) -> bool:
     """Whether to compact now although the view is under the compact threshold.
 
     Only with the cost schedule on, past ``compact_from``, in the OK or MASK zone, and when
@@ -96,12 +98,12 @@ def compacts_early(core: SessionCore, m: Measurement) -> bool:
         return False
     if m.fraction < policy.compact_from or core.deps.compactor.restart is not None:
         return False
-    pace = core.state.pace
+    pace = state.pace
     warm = pace.warm(now(core.view), policy.cache_ttl_seconds)
     if warm and pace.recheck_at is not None and m.tokens < pace.recheck_at:
         return False  # answered "no" lately, and the view has hardly grown since
     recheck = m.tokens + int(RECHECK_SHARE * m.effective_window)
-    plan = _plan(core, m)
+    plan = _plan(core, state, m)
     if m.tokens - plan.floor < policy.thresholds.min_progress * m.effective_window:
         pace.recheck_at = recheck
         return False  # it would free less than a compaction must: not worth a cache break
@@ -122,13 +124,13 @@ def compacts_early(core: SessionCore, m: Measurement) -> bool:
 
 
 def expectation(
-    core: SessionCore, m: Measurement, result: CompactResult, after: int
+    core: SessionCore, state: TurnState, m: Measurement, result: CompactResult, after: int
 ) -> tuple[float, int, Settlement]:
     """The expected saving of the compaction ``result`` (already taken: the view is the new
     one, ``after`` its size) and the requests it looks ahead; the settlement to follow it."""
     policy = core.deps.policy
-    pace = core.state.pace
-    plan = _plan(core, m)
+    pace = state.pace
+    plan = _plan(core, state, m)
     summary_tokens = max(0, m.tokens - after) + plan.summary if result.summary is not None else 0
     pace.recheck_at = None  # a new view: the next turn asks again
     warm = pace.warm(now(core.view), policy.cache_ttl_seconds)
@@ -156,28 +158,31 @@ def expectation(
 
 
 def open_settlement(
-    core: SessionCore, finished: CompactionFinished, settlement: Settlement
-) -> None:
+    core: SessionCore, state: TurnState, finished: CompactionFinished, settlement: Settlement
+) -> list[Event]:
     """Follow ``finished``'s effect from the next request on (settling the one before, if any,
-    with what it has: the view it was measured on is gone)."""
-    pace = core.state.pace
+    with what it has: the view it was measured on is gone); the settlement event sent."""
+    pace = state.pace
+    events = []
     if pace.settlement is not None and pace.settlement.sizes:
-        _settle(core, pace.settlement)
+        events.append(_settle(core, pace.settlement))
     settlement.edit_ids = finished.edit_ids
     settlement.trigger = finished.trigger
     pace.settlement = settlement
+    return events
 
 
-def request_sent(core: SessionCore, tokens: int, view: Sequence[Message]) -> None:
-    """Record the request just prepared; emit the settlement it completed, if any."""
-    due = core.state.pace.sent(tokens, now(view))
-    if due is not None:
-        _settle(core, due)
+def request_sent(
+    core: SessionCore, state: TurnState, tokens: int, view: Sequence[Message]
+) -> list[Event]:
+    """Record the request just prepared; the settlement event it completed, if any (sent)."""
+    due = state.pace.sent(tokens, now(view))
+    return [_settle(core, due)] if due is not None else []
 
 
-def _settle(core: SessionCore, settlement: Settlement) -> None:
+def _settle(core: SessionCore, settlement: Settlement) -> Event:
     cache = prices(core)
-    core.emit(
+    return core.emit(
         CompactionSettled(
             session_id=core.id,
             trigger=settlement.trigger,

@@ -1,16 +1,24 @@
-"""Everything a session remembers between turns, in one object: :class:`TurnState`.
+"""Everything a session remembers between turns, in one value: :class:`TurnState`.
 
-Each step of a turn reads and writes this one object instead of attributes spread over a class
-and its mixins, so a step can never see a figure another step already replaced (the stale-state
-bugs of earlier versions were of that kind). Part of it is saved after every turn and read back
-on resume (:meth:`TurnState.saved`, :meth:`TurnState.restore`); the rest lives only as long as
-the process, because it describes a request or a worker of this process.
+A turn's pass (:mod:`._turn`) takes the session's state, hands it from step to step (each step
+that changes it returns a new one, made with :func:`dataclasses.replace`), and gives the session
+the state it ends with in one place, at its end. No step can see a figure another step already
+replaced, and none changes what an earlier one read (the stale-state bugs of earlier versions
+were of that kind). Outside a pass, the one public method that owns a field changes it the same
+way (``add_user`` the turn, ``add_assistant`` the refusal).
+
+Six objects keep their own running counts and change through their own methods: the estimator,
+usage, tool deferral, window, pace and pins. Everything else is a plain value.
+
+Part of the state is saved after every turn and read back on resume (:meth:`TurnState.saved`,
+:meth:`TurnState.restored`); the rest lives only as long as the process, because it describes a
+request or a worker of this process.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from contextfold.compaction import CompactResult, StructuredSummary
@@ -31,7 +39,7 @@ from contextfold.usage import UsageTracker
 __all__ = ["TurnState"]
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class TurnState:
     """A session's state between turns (see the module docstring)."""
 
@@ -43,6 +51,12 @@ class TurnState:
     """Which tools are held back and which the model used (saved)."""
     window: SessionWindow
     """The window requests are planned against, with a limit a provider stated (saved)."""
+    pins: PinSet = field(default_factory=PinSet)
+    """Standing constraints every request carries verbatim (saved)."""
+    pace: PaceTracker = field(default_factory=PaceTracker)
+    """Requests so far, how the view grew, the cache's clock and the edit being settled, for the
+    cache-aware schedule (saved, the settlement aside)."""
+
     turn: int = 0
     """User turns so far (saved)."""
     restarts: int = 0
@@ -52,23 +66,22 @@ class TurnState:
     previous_tail: int | None = None
     """The last message breakpoint of the latest request, kept so the cache plan moves forward
     rather than jumping (saved)."""
-    fixed_text: str = ""
-    """The system text (and note) of the latest request, what its usage report covered (saved)."""
-    pins: PinSet = field(default_factory=PinSet)
-    """Standing constraints every request carries verbatim (saved)."""
+    fixed_prompt: str = ""
+    """The system text of the latest request, with the ledger when it rode with the summary:
+    with :attr:`fixed_note`, what its usage report covered (saved)."""
+    fixed_note: str = ""
+    """The latest request's note for the model (saved apart: it changes from turn to turn, the
+    system text rarely, and an unchanged part of the state is not written again)."""
     ledger: Ledger = field(default_factory=Ledger)
     """The files, commands, errors and identifiers the session touched, as of its latest
     compaction; every request carries it verbatim (saved). Empty until a compaction."""
-    pace: PaceTracker = field(default_factory=PaceTracker)
-    """Requests so far, how the view grew, the cache's clock and the edit being settled, for the
-    cache-aware schedule (saved, the settlement aside)."""
     facts: tuple[Probe, ...] = ()
     """The facts the loss reports so far probed (saved): the next report probes them too, so a
     fact a summary carried and the next one leaves out is reported."""
 
     last: PreparedRequest | None = None
     """The latest prepared request."""
-    last_unrepaired: list[Message] | None = None
+    last_unrepaired: tuple[Message, ...] | None = None
     """The view the latest request was made from, when what was sent differs from it (repairs
     changed it on the way, or the ledger rode with its summary)."""
     refused: RefusedRequest | None = None
@@ -84,6 +97,12 @@ class TurnState:
     background_started: bool = False
     """A background compaction was announced (CompactionStarted) and not taken yet."""
 
+    @property
+    def fixed_text(self) -> str:
+        """What the latest request's usage report covered besides the view: the system text,
+        the ledger when it rode with the summary, and the note."""
+        return f"{self.fixed_prompt}\n\n{self.fixed_note}" if self.fixed_note else self.fixed_prompt
+
     def saved(self) -> dict[str, Any]:
         """The part kept in the store, as JSON values (the keys are the stored format)."""
         return {
@@ -93,7 +112,8 @@ class TurnState:
             "turn": self.turn,
             "restarts": self.restarts,
             "wind_down_sent": self.wind_down_sent,
-            "fixed_text": self.fixed_text,
+            "fixed_text": self.fixed_prompt,
+            "fixed_note": self.fixed_note,
             "tool_deferral": self.deferral.state(),
             "pins": self.pins.state(),
             "ledger": self.ledger.state(),
@@ -102,62 +122,73 @@ class TurnState:
             **self.window.state(),
         }
 
-    def restore(self, saved: Mapping[str, Any], view: Sequence[Message]) -> None:
-        """Continue from a saved state (``view``: the session's view it was saved with)."""
+    def restored(self, saved: Mapping[str, Any], view: Sequence[Message]) -> TurnState:
+        """This state continued from a saved one (``view``: the session's view it was saved
+        with). The turn is at least the latest message's: the state is saved once per turn, after
+        the reply, so a user message can be newer than it."""
         self.estimator.restore(saved.get("estimator", {}), view)
         self.usage.restore(saved.get("usage", {}))
-        tail = saved.get("previous_tail")
-        self.previous_tail = int(tail) if tail is not None else None
-        self.turn = int(saved.get("turn", 0))
-        self.restarts = int(saved.get("restarts", 0))
-        self.wind_down_sent = bool(saved.get("wind_down_sent", False))
-        self.fixed_text = str(saved.get("fixed_text", ""))
         self.window.restore(saved)
-        # A state saved before pins existed has none: the session starts with an empty set.
-        self.pins = PinSet.from_state(saved.get("pins", []))
-        self.ledger = Ledger.from_state(saved.get("ledger", []))
-        self.pace = PaceTracker.from_state(saved.get("pace"))
-        self.facts = tuple(_saved_facts(saved.get("facts")))
         deferral = saved.get("tool_deferral")
         if isinstance(deferral, Mapping):
             self.deferral.restore(deferral)
+        tail = saved.get("previous_tail")
+        latest = max((m.meta.turn or 0 for m in view[-1:]), default=0)
+        return replace(
+            self,
+            previous_tail=int(tail) if tail is not None else None,
+            turn=max(int(saved.get("turn", 0)), latest),
+            restarts=int(saved.get("restarts", 0)),
+            wind_down_sent=bool(saved.get("wind_down_sent", False)),
+            # A state saved before the note was kept apart has it in ``fixed_text``.
+            fixed_prompt=str(saved.get("fixed_text", "")),
+            fixed_note=str(saved.get("fixed_note", "")),
+            # A state saved before pins existed has none: the session starts with an empty set.
+            pins=PinSet.from_state(saved.get("pins", [])),
+            ledger=Ledger.from_state(saved.get("ledger", [])),
+            pace=PaceTracker.from_state(saved.get("pace")),
+            facts=tuple(_saved_facts(saved.get("facts"))),
+        )
 
-    def account_for(
+    def accounted(
         self,
         result: CompactResult,
         trigger: Trigger,
         session_id: str,
         read_ref: Callable[[str], str | None] | None = None,
-    ) -> LossReported:
-        """Refresh the ledger for the view ``result`` gives, and report what left the view.
+    ) -> tuple[TurnState, LossReported]:
+        """This state with the ledger refreshed for the view ``result`` gives, and the report of
+        what left the view.
 
         Called only when a compaction or mask batch changed the view: the request's prefix is
         broken then anyway, so the ledger (a system prompt section) costs no extra cache break.
-        Its new items are those of the view the compaction started from that the new view no
-        longer shows (what is still in view needs no entry), with the refs of the outputs the
-        new view stands for (or the ledger named already): only those lead to a stored output.
-        The ledger names a ref a drop note kept without showing it. ``read_ref`` reads a stored
-        output (what it holds is recoverable, not lost).
+        Its new items are those of the messages that left the view (the ones the new view does
+        not hold as they were) that the new view no longer shows, with the refs of the outputs
+        the new view stands for (or the ledger named already): only those lead to a stored
+        output. The ledger names a ref a drop note kept without showing it. ``read_ref`` reads a
+        stored output (what it holds is recoverable, not lost).
         """
-        readable = stored_refs(result.view) | self.ledger.refs
         previous = self.ledger
-        shown = previous.render()
-        self.ledger = self.ledger.merged(
-            left_the_view(ledger_items(result.before_view, readable_refs=readable), result.view),
+        readable = stored_refs(result.view) | previous.refs
+        items = ledger_items(
+            result.before_view,
+            readable_refs=readable,
+            only=departed(result.before_view, result.view),
+        )
+        ledger = previous.merged(
+            left_the_view(items, result.view),
             max_tokens=token_budget(self.window.context_window),
         )
-        self._expect_ledger(shown, self.ledger.render())
         report = loss_report(
             result.before_view,
             result.view,
             pins=[pin.text for pin in self.pins.pins],
-            ledger=self.ledger,
+            ledger=ledger,
             previous_ledger=previous,
             read_ref=read_ref,
             known=self.facts,
         )
-        self.facts = report.facts
-        return LossReported(
+        event = LossReported(
             session_id=session_id,
             trigger=trigger,
             out_of_view=report.count(),
@@ -167,33 +198,48 @@ class TurnState:
             behind_ref=report.count("recoverable"),
             lost=report.count("lost"),
             items=tuple(item.to_dict() for item in report.listed()),
-            ledger_items=len(self.ledger),
+            ledger_items=len(ledger),
             messages_in_summary=report.count_messages("summary"),
             messages_recoverable=report.count_messages("recoverable"),
             messages_facts_kept=report.count_messages("facts_kept"),
             messages_lost=report.count_messages("lost"),
             messages=tuple(m.to_dict() for m in report.listed_messages()),
         )
+        state = replace(
+            self,
+            ledger=ledger,
+            facts=report.facts,
+            fixed_prompt=self._expected_prompt(previous, ledger),
+        )
+        return state, event
 
-    def _expect_ledger(self, shown: str, renewed: str) -> None:
-        """Count the renewed ledger in :attr:`fixed_text`, which the session is measured with
-        until its next request: a compaction outside a turn (``recover``, ``/compact``) reports
-        the size of the request that will carry the new ledger, not of the last one."""
-        if not self.fixed_text or shown == renewed:
-            return
-        if shown and shown in self.fixed_text:
-            self.fixed_text = self.fixed_text.replace(shown, renewed, 1)
-        else:
-            self.fixed_text = f"{self.fixed_text}\n\n{renewed}"
+    def _expected_prompt(self, previous: Ledger, renewed: Ledger) -> str:
+        """:attr:`fixed_prompt` with the renewed ledger counted in: the session is measured
+        with it until its next request, so a compaction outside a turn (``recover``,
+        ``/compact``) reports the size of the request that will carry the new ledger, not of the
+        last one."""
+        shown, text = previous.render(), renewed.render()
+        if not self.fixed_prompt or shown == text:
+            return self.fixed_prompt
+        if shown and shown in self.fixed_prompt:
+            return self.fixed_prompt.replace(shown, text, 1)
+        return f"{self.fixed_prompt}\n\n{text}"
 
     def last_view(self) -> list[Message]:
         """The view the latest request was made from (without its note for the model)."""
         if self.last_unrepaired is not None:
-            return self.last_unrepaired
+            return list(self.last_unrepaired)
         view = list(self.last.messages) if self.last is not None else []
         if view and view[-1].meta.kind == "context_note":  # the note is always last
             view.pop()
         return view
+
+
+def departed(before: Sequence[Message], after: Sequence[Message]) -> frozenset[str]:
+    """Ids of the messages of ``before`` that ``after`` does not hold as they were (dropped,
+    summarized, or with their outputs replaced): what left the view."""
+    kept = {m.id: m for m in after}
+    return frozenset(m.id for m in before if (k := kept.get(m.id)) is not m and k != m)
 
 
 def _saved_facts(saved: object) -> Iterator[Probe]:

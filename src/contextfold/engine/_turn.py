@@ -1,19 +1,22 @@
 """One turn's pass, from what the agent gives to the request it sends.
 
-:func:`prepare` runs each step once, in order, each a function of its own that hands the next
-what it needs::
+:func:`prepare` runs each step once, in order, each a function of its own that takes what it
+needs and returns what it produces, the events it sent included::
 
     prompt   build the system prompt (AGENTS.md included); plain text if the builder fails
     tools    the agent's tools plus the engine's own, some deferred in a small window
     measure  the request's size by component, and its zone
     decide   what the zone calls for (masking, compaction, wind-down, restart)
-    apply    do it; measure again if the view changed
+    apply    do it; the prompt and measurement again only if the view or the ledger changed
     notes    context usage, deferred tools, the wind-down warning
     repair   make the view valid for the provider's history rules
     render   system blocks, cache breakpoints, the view and the note
 
-No step reaches back to patch what an earlier one produced: the only loop is the measurement
-taken again after the view changed, so the notes and figures describe the view that is sent.
+The session's :class:`~._state.TurnState` goes from step to step as a value (a step that changes
+it returns a new one) and is set on the session once, at the end. The request is measured once;
+again after the apply step only when it changed the view or the ledger (so the notes and figures
+describe the request that is sent), and again each time the ledger gives way to a request over
+the window (rare: a compaction as hard as it goes that the grown ledger pushes over).
 """
 
 from __future__ import annotations
@@ -22,19 +25,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from contextfold.budget import Zone
-from contextfold.compaction import CompactResult, wind_down_message
+from contextfold.compaction import wind_down_message
 from contextfold.engine._compact import act
 from contextfold.engine._core import SessionCore
 from contextfold.engine._measure import Measurement, awareness_note
 from contextfold.engine._recovery import ENGINE_PROVIDER
 from contextfold.engine._render import NOTE_ID, SystemPrompt, build_prompt, render, with_kept
 from contextfold.engine._schedule import request_sent
+from contextfold.engine._state import TurnState
 from contextfold.engine._tools import with_engine_tools
 from contextfold.engine.request import PreparedRequest
 from contextfold.errors import ContextOverflowError
 from contextfold.events import Event
 from contextfold.history.repair import RepairReport
-from contextfold.messages import Message, SummaryPart, TextPart
+from contextfold.messages import Message, TextPart
 from contextfold.prompt.sections import BuiltPrompt
 from contextfold.tool_spec import ToolSpec
 
@@ -47,10 +51,11 @@ class _Prompt:
     fixed: str
     """The text the request is measured with besides its messages: the system prompt (stable
     sections, then dynamic ones), and the ledger when it rides with the summary."""
-    ledger_with: str | None = None
-    """Id of the summary message the ledger is sent with (``None``: it is a system prompt
-    section, or there is none)."""
+    ledger_with: int | None = None
+    """Where in the view the summary message the ledger is sent with is (``None``: it is a
+    system prompt section, or there is none)."""
     ledger_text: str = ""
+    events: tuple[Event, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,56 +63,61 @@ class _Tools:
     selected: list[ToolSpec]
     deferred: tuple[str, ...]
     note: str | None
+    events: tuple[Event, ...] = ()
 
 
 def prepare(
     core: SessionCore, system: SystemPrompt, tools: Sequence[ToolSpec], engine_tools: bool
 ) -> PreparedRequest:
-    """The next request (see the module docstring); its events are collected on the way."""
-    events: list[Event] = []
-    core.collector = events
-    try:
-        core.close_open_calls()  # every call is answered before the model is called again
-        prompt = _prompt_step(core, system)
+    """The next request (see the module docstring)."""
+    core.close_open_calls()  # every call is answered before the model is called again
+    before = core.state
+    prompt = _prompt_step(core, before, system)
+    chosen = _tools_step(core, tools, engine_tools)
+    m = core.measure(prompt.fixed, chosen.selected, prompt.built)
+    before.window.require_room(m.fixed_tokens, m.budget.tools, provider=ENGINE_PROVIDER)
+    before.pace.observe(m.tokens)
+    zone = m.zone
+    applied = act(core, before, m)
+    state = applied.state
+    chosen_events = chosen.events
+    if applied.compaction is not None and applied.compaction.changed and chosen.deferred:
+        # The compaction broke the provider's cache: the one place the deferred tools are
+        # chosen again (the tools the conversation used since stay; the rest may go).
+        state.deferral.refresh()
         chosen = _tools_step(core, tools, engine_tools)
+        chosen_events += chosen.events
+    if applied.view_changed or state.ledger is not before.ledger:
+        # The compaction refreshed the ledger (and may have written the summary it rides
+        # with): this request carries it (its prefix changed anyway), rather than the next
+        # one breaking the provider's cache again to add it.
+        prompt = _prompt_step(core, state, system)
         m = core.measure(prompt.fixed, chosen.selected, prompt.built)
-        core.state.window.require_room(m.fixed_tokens, m.budget.tools, provider=ENGINE_PROVIDER)
-        core.state.pace.observe(m.tokens)
-        zone = m.zone
-        ledger = core.state.ledger
-        compaction, m = _apply_step(core, m, prompt, chosen)
-        if compaction is not None and compaction.changed and chosen.deferred:
-            # The compaction broke the provider's cache: the one place the deferred tools are
-            # chosen again (the tools the conversation used since stay; the rest may go).
-            core.state.deferral.refresh()
-            chosen = _tools_step(core, tools, engine_tools)
-        if core.state.ledger is not ledger or (compaction is not None and compaction.changed):
-            # The compaction refreshed the ledger (and may have written the summary it rides
-            # with): this request carries it (its prefix changed anyway), rather than the next
-            # one breaking the provider's cache again to add it.
-            prompt = _prompt_step(core, system)
-            m = core.measure(prompt.fixed, chosen.selected, prompt.built)
-        for share in LEDGER_GIVES_WAY:
-            if not _ledger_gives_way(core, m, share):
-                break
-            prompt = _prompt_step(core, system)
-            m = core.measure(prompt.fixed, chosen.selected, prompt.built)
-        notes = _notes_step(core, m, chosen)
-        view, repairs = _repair_step(core)
-        view = _with_ledger(view, prompt)
-        request = _render_step(core, prompt, chosen, notes, m, zone, view, repairs)
-        request = replace(
-            request,
-            compaction=compaction,
-            repairs=repairs,
-            deferred_tools=chosen.deferred,
-            events=tuple(events),
-        )
-        request_sent(core, request.tokens, core.view)
-        _remember(core, request, repairs, prompt.ledger_text)
-        return request
-    finally:
-        core.collector = None
+    for share in LEDGER_GIVES_WAY:
+        shrunk = _ledger_given_way(state, m, core.effective_window, share)
+        if shrunk is None:
+            break
+        state = shrunk
+        prompt = _prompt_step(core, state, system)
+        m = core.measure(prompt.fixed, chosen.selected, prompt.built)
+    notes = _notes(core, state, m, chosen)
+    view, repairs = _repair_step(core)
+    request, rendered = _render_step(core, state, prompt, chosen, notes, m, zone, view, repairs)
+    settled = request_sent(core, state, request.tokens, core.view)
+    events = (*prompt.events, *chosen_events, *applied.events, *rendered, *settled)
+    request = replace(
+        request,
+        compaction=applied.compaction,
+        repairs=repairs,
+        deferred_tools=chosen.deferred,
+        events=events,
+    )
+    core.state = _remembered(state, request, core.view, repairs, prompt.ledger_text)
+    if applied.view_changed or state.ledger is not before.ledger:
+        # The edits are in the store: the ledger they refreshed must be too. A steady pass
+        # saves nothing: the reply's add_assistant saves the turn once.
+        core.save_state()
+    return request
 
 
 LEDGER_GIVES_WAY = (1.5, 3.0, float("inf"))
@@ -115,58 +125,47 @@ LEDGER_GIVES_WAY = (1.5, 3.0, float("inf"))
 own scale, the request on the provider's): the last try leaves it empty."""
 
 
-def _ledger_gives_way(core: SessionCore, m: Measurement, share: float) -> bool:
-    """When the request is over the window and carries a ledger, shrink the ledger (its oldest
-    items first) by ``share`` times the overshoot and say so: it is a reminder of what left the
-    view, and the view comes first. A compaction as hard as it goes can leave a request that the
-    ledger it just grew pushes over the window."""
-    state = core.state
-    over = m.tokens - core.effective_window
+def _ledger_given_way(
+    state: TurnState, m: Measurement, window: int, share: float
+) -> TurnState | None:
+    """When the request is over the window and carries a ledger, the state with the ledger
+    shrunk (its oldest items first) by ``share`` times the overshoot: it is a reminder of what
+    left the view, and the view comes first. A compaction as hard as it goes can leave a
+    request that the ledger it just grew pushes over the window. ``None``: nothing to shed."""
+    over = m.tokens - window
     if over <= 0 or not state.ledger.items:
-        return False
+        return None
     room = max(0, int(state.ledger.tokens() - over * share)) if share != float("inf") else 0
-    state.ledger = state.ledger.merged((), max_tokens=room)
-    return True
+    return replace(state, ledger=state.ledger.merged((), max_tokens=room))
 
 
-def _prompt_step(core: SessionCore, system: SystemPrompt) -> _Prompt:
-    state = core.state
+def _prompt_step(core: SessionCore, state: TurnState, system: SystemPrompt) -> _Prompt:
     ledger = state.ledger.render()
-    anchor = _summary_id(core.view) if ledger else None
+    anchor = core.summary_at if ledger else None
     # With a summary in the view, the ledger is sent with it: both change only when a
     # compaction rewrites that part of the view, so the system prompt and the task before it
     # stay cached (in the system prompt, every compaction would re-write them too).
     in_system = "" if anchor is not None else ledger
     kept = with_kept(system, pins=state.pins.render(), ledger=in_system)
     built, stable_text, failure = build_prompt(kept, core.deps.instructions)
+    events: tuple[Event, ...] = ()
     if failure is not None:
-        core.degraded("prompt_builder", "plain concatenation", failure)
+        events = (core.degraded("prompt_builder", "plain concatenation", failure),)
     dynamic = built.dynamic_text
     fixed = stable_text + (("\n\n" + dynamic) if dynamic else "")
     if anchor is None:
-        return _Prompt(built, fixed)
-    return _Prompt(built, fixed + "\n\n" + ledger, anchor, ledger)
-
-
-def _summary_id(view: Sequence[Message]) -> str | None:
-    """The id of the view's latest summary message, if it has one."""
-    for message in reversed(view):
-        if any(isinstance(part, SummaryPart) for part in message.parts):
-            return message.id
-    return None
+        return _Prompt(built, fixed, events=events)
+    return _Prompt(built, fixed + "\n\n" + ledger, anchor, ledger, events)
 
 
 def _with_ledger(view: list[Message], prompt: _Prompt) -> list[Message]:
     """``view`` with the ledger sent as a part of the summary message it rides with (a copy:
     the stored summary is unchanged)."""
-    if prompt.ledger_with is None:
+    at = prompt.ledger_with
+    if at is None:
         return view
     out = list(view)
-    for i in range(len(out) - 1, -1, -1):
-        if out[i].id == prompt.ledger_with:
-            message = out[i]
-            out[i] = replace(message, parts=(*message.parts, TextPart(prompt.ledger_text)))
-            break
+    out[at] = replace(out[at], parts=(*out[at].parts, TextPart(prompt.ledger_text)))
     return out
 
 
@@ -178,24 +177,12 @@ def _tools_step(core: SessionCore, tools: Sequence[ToolSpec], engine_tools: bool
     )
     # select() never raises: on a failure it sends every tool and reports it itself, once.
     event = selection.event(core.id)
-    if event is not None:
-        core.emit(event)
-    return _Tools(list(selection.active), selection.deferred_names, selection.note)
+    events = (core.emit(event),) if event is not None else ()
+    return _Tools(list(selection.active), selection.deferred_names, selection.note, events)
 
 
-def _apply_step(
-    core: SessionCore, m: Measurement, prompt: _Prompt, chosen: _Tools
-) -> tuple[CompactResult | None, Measurement]:
-    restarts = core.state.restarts
-    compaction = act(core, m)
-    if core.state.restarts != restarts or (compaction is not None and compaction.changed):
-        # The view changed: the notes and the request's figures must describe the new one.
-        m = core.measure(prompt.fixed, chosen.selected, prompt.built)
-    return compaction, m
-
-
-def _notes_step(core: SessionCore, m: Measurement, chosen: _Tools) -> list[str]:
-    wind_down = wind_down_message(m.fraction, m.remaining).text if core.state.wind_down_sent else ""
+def _notes(core: SessionCore, state: TurnState, m: Measurement, chosen: _Tools) -> list[str]:
+    wind_down = wind_down_message(m.fraction, m.remaining).text if state.wind_down_sent else ""
     notes = [n for n in (wind_down, chosen.note) if n]
     policy = core.deps.policy
     if policy.awareness_note and policy.thresholds.wants_awareness_note(m.fraction):
@@ -211,6 +198,7 @@ def _repair_step(core: SessionCore) -> tuple[list[Message], RepairReport]:
 
 def _render_step(
     core: SessionCore,
+    state: TurnState,
     prompt: _Prompt,
     chosen: _Tools,
     notes: list[str],
@@ -218,9 +206,14 @@ def _render_step(
     zone: Zone,
     view: list[Message],
     repairs: RepairReport,
-) -> PreparedRequest:
-    """The request; ``zone`` is where the context stood before the apply step acted."""
-    state = core.state
+) -> tuple[PreparedRequest, tuple[Event, ...]]:
+    """The request, and the events rendering it sent; ``zone`` is where the context stood
+    before the apply step acted. The ledger rides with the summary of the repaired view
+    (repairs only add or fix messages after the summary's place, or none at all)."""
+    if prompt.ledger_with is not None and not repairs:
+        view = _with_ledger(view, prompt)
+    elif prompt.ledger_with is not None:
+        view = _with_ledger_by_id(view, prompt, core.view[prompt.ledger_with].id)
     request, failure = render(
         core.deps,
         core.id,
@@ -232,9 +225,14 @@ def _render_step(
         zone=zone,
         previous_tail=state.previous_tail,
         message_tokens=core.repairer.sizes() if repairs else core.sizes.messages,
+        counter=core.compaction_counter,
     )
+    events: tuple[Event, ...] = ()
     if failure is not None:
-        core.degraded("prompt_cache", "system prompt sent without cache breakpoints", failure)
+        degraded = core.degraded(
+            "prompt_cache", "system prompt sent without cache breakpoints", failure
+        )
+        events = (degraded,)
     window = core.effective_window
     if request.tokens > window:
         raise ContextOverflowError(
@@ -247,24 +245,41 @@ def _render_step(
         )
     if state.refused is not None:
         state.refused.check(request)
-    return request
+    return request, events
 
 
-def _remember(
-    core: SessionCore, request: PreparedRequest, repairs: RepairReport, ledger_text: str
-) -> None:
-    """Keep what the next turn's usage report and cache plan are read against, and save it."""
-    state = core.state
-    state.last = request
-    # The view itself when what was sent differs from it (repaired, or the ledger added to the
-    # summary): usage reports are read against the view, which the ledger is not part of.
-    state.last_unrepaired = list(core.view) if repairs or ledger_text else None
-    # What the usage report covers besides the view: the system prompt, the ledger when it
-    # rode with the summary, the note.
-    extra = [t for t in (ledger_text, request.note) if t]
-    state.fixed_text = "\n\n".join([request.system_text, *extra])
-    state.previous_tail = _view_tail(request)
-    core.save_state()
+def _with_ledger_by_id(view: list[Message], prompt: _Prompt, summary_id: str) -> list[Message]:
+    """:func:`_with_ledger` for a repaired view, whose positions may differ from the session's:
+    the summary found by its id, from the end."""
+    for i in range(len(view) - 1, -1, -1):
+        if view[i].id == summary_id:
+            return _with_ledger(view, replace(prompt, ledger_with=i))
+    return view
+
+
+def _remembered(
+    state: TurnState,
+    request: PreparedRequest,
+    view: Sequence[Message],
+    repairs: RepairReport,
+    ledger_text: str,
+) -> TurnState:
+    """``state`` with what the next turn's usage report and cache plan are read against."""
+    return replace(
+        state,
+        last=request,
+        # The view itself when what was sent differs from it (repaired, or the ledger added to
+        # the summary): usage reports are read against the view, which the ledger is not part
+        # of.
+        last_unrepaired=tuple(view) if repairs or ledger_text else None,
+        # What the usage report covers besides the view: the system prompt and the ledger
+        # when it rode with the summary; the note apart (it changes every turn).
+        fixed_prompt=f"{request.system_text}\n\n{ledger_text}"
+        if ledger_text
+        else request.system_text,
+        fixed_note=request.note,
+        previous_tail=_view_tail(request),
+    )
 
 
 def _view_tail(request: PreparedRequest) -> int | None:
@@ -273,5 +288,6 @@ def _view_tail(request: PreparedRequest) -> int | None:
     if not request.message_breakpoints:
         return None
     tail = request.message_breakpoints[-1]
-    note = next((i for i, m in enumerate(request.messages) if m.id == NOTE_ID), None)
+    messages = request.messages  # the note is last or among the last: looked for from the end
+    note = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].id == NOTE_ID), None)
     return tail - 1 if note is not None and note < tail else tail

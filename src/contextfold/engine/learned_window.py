@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from contextfold.budget import MAX_OUTPUT_RESERVE_SHARE, ContextBudget
@@ -35,6 +35,11 @@ class SessionWindow:
     reserve: int | None = None
     learned: int | None = None
     """The provider's own limit, when it refused a request and said so."""
+    _reserved: tuple[int | None, int | None, int] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    """:attr:`reserved_output` with the ``learned`` and ``reserve`` it was computed for (asked
+    several times a turn; it changes only with them)."""
 
     @property
     def context_window(self) -> int:
@@ -53,6 +58,12 @@ class SessionWindow:
     @property
     def reserved_output(self) -> int:
         """Tokens kept free for the reply (every request's ``max_tokens``)."""
+        memo = self._reserved
+        if memo is None or memo[0] != self.learned or memo[1] != self.reserve:
+            memo = self._reserved = (self.learned, self.reserve, self._reserve())
+        return memo[2]
+
+    def _reserve(self) -> int:
         model = self.model_for_budget
         if model is self.model:
             return ContextBudget.for_model(model, reserved_output=self.reserve).reserved_output

@@ -9,6 +9,7 @@ alone, without an engine, which is how tests give it fakes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from contextfold.chat import ChatResponse
@@ -222,9 +223,9 @@ class Session:
 
     def add_user(self, content: str | Sequence[Part] | Message) -> Message:
         """Append what the user said; it starts a new turn."""
-        state = self._core.state
-        state.turn += 1
-        state.deferral.end_turn()
+        core = self._core
+        core.state = replace(core.state, turn=core.state.turn + 1)
+        core.state.deferral.end_turn()
         if isinstance(content, Message):
             message = content
         elif isinstance(content, str):
@@ -242,7 +243,7 @@ class Session:
         or the official SDKs' own reply: an OpenAI ``ChatCompletion`` or an Anthropic
         ``Message`` (converted by :func:`contextfold.providers.openai.response_from_completion`
         / :func:`contextfold.providers.anthropic.response_from_message`). Returns the message
-        appended: its ``tool_calls`` are the calls to answer.
+        appended: its ``tool_calls`` are the calls to answer. The turn's state is saved here, once.
         """
         if not isinstance(reply, Message | ChatResponse):
             reply = chat_response_from_sdk(reply)
@@ -251,12 +252,13 @@ class Session:
             reply = reply.message
         usage = usage or reply.meta.usage
         message = self.add_message(reply)
-        state = self._core.state
+        core = self._core
         for call in message.tool_calls:
-            state.deferral.mark_used(call.name)
+            core.state.deferral.mark_used(call.name)
         if usage is not None:
-            self.record(usage, reply=message)
-        state.refused = None
+            self._record(usage, message)
+        core.state = replace(core.state, refused=None)
+        core.save_state()
         return message
 
     def add_tool_result(
@@ -318,6 +320,10 @@ class Session:
         :meth:`add_assistant` calls this; call it yourself only when you append replies another
         way. ``reply`` is the assistant message the call produced.
         """
+        self._record(usage, reply)
+        self._core.save_state()
+
+    def _record(self, usage: Usage, reply: Message | None) -> None:
         core = self._core
         state = core.state
         last = state.last
@@ -341,7 +347,6 @@ class Session:
                 window=core.effective_window,
             )
         )
-        core.save_state()
 
     # -- pins --------------------------------------------------------------------------------------
 
@@ -447,14 +452,18 @@ class Session:
             owner=self._owner,
         )
         restart_policy = policy or core.deps.compactor.restart or RestartPolicy()
-        restart(
+        restarted = restart(
             child._core,
+            child._core.state,
             restart_policy,
             reason="manual",
             focus=focus,
             reuse_summary=False,
             strict=True,
         )
+        assert restarted is not None  # strict: the store's error is raised instead
+        child._core.state = restarted.state
+        child._core.save_state()
         self._spawned.append(child)
         return child
 
@@ -492,7 +501,7 @@ class Session:
             core.background.close()
             state = core.state
             if state.background_started:  # announced, never used: it ends as failed
-                state.background_started = False
+                core.state = replace(state, background_started=False)
                 tokens = state.last.tokens if state.last is not None else 0
                 reason = "discarded: the session closed before it was needed"
                 compaction_failed(core, "background", tokens, tokens, reason)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal, TypeAlias
 
 from contextfold.history.harness_notes import typed_text
@@ -36,6 +37,11 @@ MAX_SENTENCE_CHARS = 240
 """Longest decision / next-step sentence kept."""
 MAX_ACTION_CHARS = 160
 """Longest one-line description of a tool call."""
+ACTION_CACHE_SIZE = 8_192
+"""Tool calls (with their results) whose :class:`ToolAction` is kept. Messages are immutable,
+so an action read once stays true; every compaction, hygiene pass and loss report reads the
+whole view's actions again, and parsing each shell command anew cost a third of a compaction
+turn."""
 
 _FENCED_BASH = re.compile(r"```(?:bash|sh|shell)?\s*\n(.*?)```", re.S)
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
@@ -160,7 +166,7 @@ def tool_actions(messages: Sequence[Message]) -> list[ToolAction]:
         for call in message.tool_calls:
             found = results.get(call.call_id)
             actions.append(
-                _action(
+                _cached_action(
                     call, message.id, found[0].id if found else None, found[1] if found else None
                 )
             )
@@ -179,7 +185,20 @@ def _text_command_action(messages: Sequence[Message], i: int) -> list[ToolAction
         return []
     call = ToolCallPart(messages[i].id, "bash", "")
     result = ToolResultPart(messages[i].id, "bash", answer.text)
-    return [_action(call, messages[i].id, answer.id, result, command=blocks[-1].strip())]
+    return [_cached_action(call, messages[i].id, answer.id, result, blocks[-1].strip())]
+
+
+@lru_cache(maxsize=ACTION_CACHE_SIZE)
+def _cached_action(
+    call: ToolCallPart,
+    call_message_id: str,
+    result_message_id: str | None,
+    result: ToolResultPart | None,
+    command: str | None = None,
+) -> ToolAction:
+    """:func:`_action`, once per call and result (see :data:`ACTION_CACHE_SIZE`). The parts are
+    frozen and their strings keep their hashes, so a lookup costs no pass over an output."""
+    return _action(call, call_message_id, result_message_id, result, command=command)
 
 
 def _action(
@@ -219,7 +238,7 @@ def _action(
     )
 
 
-Classified: TypeAlias = tuple[ActionKind, str, list[str], list[str], list[str]]
+Classified: TypeAlias = tuple[ActionKind, str, Sequence[str], Sequence[str], Sequence[str]]
 """Kind, one-line summary, files read, files written, programs run."""
 
 
@@ -241,7 +260,10 @@ def _classify(call: ToolCallPart, command: str | None) -> Classified:
     return _named_tool(call, args)
 
 
+@lru_cache(maxsize=ACTION_CACHE_SIZE)
 def _shell_call(command: str) -> Classified:
+    """What one shell command does, parsed once per command text (the same command is met
+    again in every pass over a view)."""
     effects = shell_effects(command)
     kind: ActionKind = "run"
     if effects.writes:
@@ -251,7 +273,7 @@ def _shell_call(command: str) -> Classified:
     elif effects.programs and effects.programs[-1] in ("grep", "rg", "find", "ls", "ag"):
         kind = "search"
     first = command.strip().splitlines()[0] if command.strip() else ""
-    return kind, first, effects.reads, effects.writes, effects.programs
+    return kind, first, tuple(effects.reads), tuple(effects.writes), tuple(effects.programs)
 
 
 def _named_tool(call: ToolCallPart, args: dict[str, object]) -> Classified:
@@ -381,12 +403,18 @@ def _unique(facts: Iterable[Fact]) -> tuple[Fact, ...]:
 
 
 def _sentences(text: str) -> list[str]:
+    return list(_text_sentences(text))
+
+
+@lru_cache(maxsize=ACTION_CACHE_SIZE)
+def _text_sentences(text: str) -> tuple[str, ...]:
+    """The sentences of one text, once per text (every summary reads the view's texts again)."""
     out = []
     for raw in _SENTENCE_END.split(_FENCED_BASH.sub(" ", text)):
         sentence = raw.strip(" -*#>\t")
         if len(sentence) >= 8:
             out.append(_clip(sentence, MAX_SENTENCE_CHARS))
-    return out
+    return tuple(out)
 
 
 def _first_line(text: str) -> str:

@@ -103,6 +103,12 @@ def turn_starts(view: Sequence[Message]) -> list[int]:
     return [i for i, m in enumerate(view) if is_user_turn(m)]
 
 
+_units_memo: tuple[tuple[Message, ...], tuple[range, ...]] | None = None
+"""The units of the last tuple view cut (one compaction asks for the units of its view about ten
+times: each strategy, the recent window, the cost schedule). A tuple cannot change, and the memo
+holds it, so its identity cannot be reused while the memo lives."""
+
+
 def atomic_units(view: Sequence[Message]) -> list[range]:
     """The view cut into units that are kept or removed whole, in order, covering every index.
 
@@ -112,6 +118,17 @@ def atomic_units(view: Sequence[Message]) -> list[range]:
     call that never got a result (a process killed mid-tool) thus closes its unit at the next
     turn instead of swallowing every later turn into one unit that compaction cannot touch.
     """
+    global _units_memo
+    memo = _units_memo
+    if memo is not None and memo[0] is view:
+        return list(memo[1])
+    units = _cut_units(view)
+    if isinstance(view, tuple):
+        _units_memo = (view, tuple(units))
+    return units
+
+
+def _cut_units(view: Sequence[Message]) -> list[range]:
     units: list[range] = []
     n = len(view)
     answered_after: dict[int, frozenset[str]] = {}  # see _answered_after

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Literal, TypeAlias
 
 from contextfold.history.facts import tool_actions
@@ -160,6 +160,11 @@ class Ledger:
 
     def render(self) -> str:
         """The ledger as a prompt section: the header, then each kind's items (empty if none)."""
+        return self._rendered
+
+    @cached_property
+    def _rendered(self) -> str:
+        # Rendered once per ledger: a ledger never changes, and every request carries it.
         if not self.items:
             return ""
         lines = [LEDGER_HEADER]
@@ -172,6 +177,10 @@ class Ledger:
 
     def tokens(self) -> int:
         """Estimated tokens of :meth:`render`."""
+        return self._tokens
+
+    @cached_property
+    def _tokens(self) -> int:
         return _COUNTER.count_text(self.render())
 
     def merged(self, newer: Iterable[LedgerItem], *, max_tokens: int = MAX_LEDGER_TOKENS) -> Ledger:
@@ -250,10 +259,16 @@ def visible_refs(messages: Iterable[Message]) -> frozenset[str]:
             if isinstance(part, ToolResultPart):
                 if part.ref:
                     refs.add(part.ref)
-                refs.update(REF_PATTERN.findall(part.content))
+                refs.update(_refs_in(part.content))
             elif isinstance(part, TextPart | SummaryPart):
-                refs.update(REF_PATTERN.findall(part.text))
+                refs.update(_refs_in(part.text))
     return frozenset(refs)
+
+
+@lru_cache(maxsize=IDENTIFIER_CACHE_TEXTS)
+def _refs_in(text: str) -> tuple[str, ...]:
+    """The refs named in one text (remembered: every compaction reads the view's texts again)."""
+    return tuple(REF_PATTERN.findall(text))
 
 
 def stored_refs(messages: Iterable[Message]) -> frozenset[str]:
@@ -271,13 +286,18 @@ def stored_refs(messages: Iterable[Message]) -> frozenset[str]:
 
 
 def ledger_items(
-    messages: Sequence[Message], *, readable_refs: Collection[str] = frozenset()
+    messages: Sequence[Message],
+    *,
+    readable_refs: Collection[str] = frozenset(),
+    only: Collection[str] | None = None,
 ) -> list[LedgerItem]:
     """The ledger items of ``messages``, in the order they happened (duplicates included; a
     :class:`Ledger` merges them).
 
     An item's ref is set only when ``readable_refs`` holds it (or the output already carried
-    it): a ref whose output was never stored would send the model to a dead end.
+    it): a ref whose output was never stored would send the model to a dead end. With ``only``
+    (message ids), just the items of those messages: a call whose call or result is one of them,
+    identifiers in them (what left the view, when they are the messages a compaction took).
     """
     results: dict[str, ToolResultPart] = {}
     for message in messages:
@@ -293,6 +313,8 @@ def ledger_items(
 
     items: list[LedgerItem] = []
     for action in tool_actions(messages):
+        if only is not None and not any(source in only for source in action.sources):
+            continue
         ref = ref_of(action.call_id)
         for path in (*action.reads, *action.writes):
             items.append(LedgerItem("file", _clip(path), ref))
@@ -301,7 +323,8 @@ def ledger_items(
         if action.failed:
             items.extend(LedgerItem("error", _clip(line), ref) for line in action.errors)
     for message in messages:
-        items.extend(_identifiers(message, ref_of))
+        if only is None or message.id in only:
+            items.extend(_identifiers(message, ref_of))
     return items
 
 

@@ -20,6 +20,7 @@ from contextfold.redaction.redactor import might_hold_secret, redact_json, redac
 
 __all__ = [
     "EncodedMessages",
+    "EncodedStates",
     "decode_blob",
     "decode_edit",
     "decode_message",
@@ -66,6 +67,54 @@ def _encode(value: Any, redact: bool) -> tuple[str, bool]:
             cleaned = dumps(redacted)
             return cleaned, cleaned != text
     return text, False
+
+
+class EncodedStates:
+    """The stored JSON of each session's engine state, part by part (its top-level keys).
+
+    The engine saves its state after every turn, and most of it (the ledger, the system text)
+    is what it saved the turn before. Each part's redacted JSON is kept with the plain JSON it
+    came from: a part whose plain JSON is unchanged is not redacted again, which is where the
+    time of a save went (redaction walks every string of the part). The plain JSON is compared
+    rather than the value, so a value changed in place by its owner is never mistaken for the
+    one saved before. ``max_sessions`` bounds the sessions remembered (least recent go first).
+    """
+
+    def __init__(self, *, redact: bool, max_sessions: int = 256) -> None:
+        self.redact = redact
+        self.max_sessions = max_sessions
+        self._sessions: OrderedDict[str, dict[str, tuple[str, str]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def encode(self, session_id: str, state: Mapping[str, Any]) -> str:
+        """The stored JSON of ``state`` (a JSON object), secrets redacted as configured."""
+        with self._lock:
+            saved = self._sessions.get(session_id, {})
+        parts: dict[str, tuple[str, str]] = {}
+        for key, value in state.items():
+            plain = dumps(value)
+            hit = saved.get(key)
+            if hit is not None and hit[0] == plain:
+                parts[key] = hit
+                continue
+            # Redacted with its key, as the whole object would be (a key naming a credential
+            # makes its value one); kept as the object's ``"key":value`` member.
+            pair = {key: value}
+            if self.redact:
+                pair = redact_json(pair, f"{dumps(key)}:{plain}")
+            member = dumps(pair)[1:-1]
+            parts[key] = (plain, member)
+        with self._lock:
+            self._sessions[session_id] = parts
+            self._sessions.move_to_end(session_id)
+            while len(self._sessions) > self.max_sessions:
+                self._sessions.popitem(last=False)
+        return "{" + ",".join(member for _, member in parts.values()) + "}"
+
+    def forget(self, session_id: str) -> None:
+        """Drop what is remembered of ``session_id`` (it was deleted)."""
+        with self._lock:
+            self._sessions.pop(session_id, None)
 
 
 class EncodedMessages:

@@ -74,6 +74,7 @@ class SQLStore(AsyncStoreMixin, ABC):
         self.redact = redact
         self._encoded = _codec.EncodedMessages(redact=redact)
         self._held = threading.local()  # this thread's atomic transaction, inside atomic()
+        self._states = _codec.EncodedStates(redact=redact)
         # What the schema, export and integrity helpers are given instead of the store.
         self._rows = Rows(self._transaction, batch_size)
 
@@ -234,6 +235,7 @@ class SQLStore(AsyncStoreMixin, ABC):
             self._require_session(cur, session_id)
             cur.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
         self._encoded.forget(session_id)
+        self._states.forget(session_id)
 
     def update_session(
         self,
@@ -281,9 +283,10 @@ class SQLStore(AsyncStoreMixin, ABC):
         """Keep the engine's per-session state, replacing the one saved before.
 
         One upsert in one write transaction: a crash leaves the previous state or this one,
-        never a mix. The JSON is redacted like every other row.
+        never a mix. The JSON is redacted like every other row; a part (top-level key) saved
+        unchanged from the last save is not redacted again (:class:`~._codec.EncodedStates`).
         """
-        data = _codec.encode_json(dict(state), redact=self.redact)
+        data = self._states.encode(session_id, state)
         with self._transaction("write") as cur:
             self._require_session(cur, session_id)
             now = time.time()
