@@ -13,6 +13,10 @@ not timed, so a quick run gives the same figures as a full one.
   results) traced with :func:`sys.setprofile`: the ``contextfold`` files whose code runs, the
   calls from one file into another, and how often the turn enters the file that holds
   ``Session``. A steady turn and a compaction turn are traced separately.
+- **One pass**: the ``prepare()`` of those turns alone, traced the same way on calls and returns:
+  the files its code runs in, its *stops* (each stretch of consecutive calls and returns inside
+  one file), how many of those stops come back to a file the pass had already left, and how many
+  times it measures the request (calls of ``engine/_measure.py``'s ``measure``).
 - **Public API**: the length of ``contextfold.__all__``.
 - **Longest functions**: the ten with the most lines (``def`` to the last line).
 """
@@ -27,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -235,14 +239,56 @@ class TurnTrace:
                 self.session_entries += 1
 
 
+@dataclass
+class PassTrace:
+    """One ``prepare()``: the files it runs in, its stops, its returns to a file it had left,
+    and its measurements (see the module docstring)."""
+
+    files: set[str] = field(default_factory=set)
+    stops: int = 0
+    returns: int = 0
+    measures: int = 0
+    _current: str = ""
+    _left: set[str] = field(default_factory=set)
+
+    def profile(self, frame: FrameType, event: str, _arg: object) -> None:
+        if event == "call":
+            where = frame.f_code.co_filename
+            if where.endswith("_measure.py") and frame.f_code.co_name == "measure":
+                self.measures += 1
+        elif event == "return":
+            where = frame.f_back.f_code.co_filename if frame.f_back else ""
+        else:
+            return
+        if not where.startswith(str(SOURCE)) or where == self._current:
+            return
+        self.files.add(where)
+        self.stops += 1
+        if where in self._left:
+            self.returns += 1
+        if self._current:
+            self._left.add(self._current)
+        self._current = where
+
+
+def _both(turn: TurnTrace, one_pass: PassTrace) -> Callable[[FrameType, str, object], None]:
+    """A profile function feeding both traces."""
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        turn.profile(frame, event, arg)
+        one_pass.profile(frame, event, arg)
+
+    return profile
+
+
 def _session_file() -> str:
     session_class = importlib.import_module("contextfold").Session
     return str(Path(sys.modules[session_class.__module__].__file__ or ""))
 
 
-def trace_turns(turns: int) -> tuple[TurnTrace, TurnTrace]:
+def trace_turns(turns: int) -> tuple[TurnTrace, TurnTrace, PassTrace, PassTrace]:
     """Drive a session on a 16k window through ``turns`` synthetic agent turns; trace the last
-    steady turn and the first compaction turn (its prepare() compacts)."""
+    steady turn and the first compaction turn (its prepare() compacts), and their passes."""
     from benchmarks.engine_overhead import SYSTEM, synthetic_turns
     from contextfold import (
         ChatResponse,
@@ -256,6 +302,7 @@ def trace_turns(turns: int) -> tuple[TurnTrace, TurnTrace]:
 
     session_file = _session_file()
     steady = compaction = None
+    steady_pass = compaction_pass = None
     with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         engine = ContextEngine(
@@ -267,9 +314,12 @@ def trace_turns(turns: int) -> tuple[TurnTrace, TurnTrace]:
         session.add_user("Find where the parser is defined and fix its off-by-one.")
         for number, turn in enumerate(synthetic_turns(turns)):
             trace = TurnTrace(session_file)
-            sys.setprofile(trace.profile)
+            one_pass = PassTrace()
+
+            sys.setprofile(_both(trace, one_pass))
             try:
                 request = session.prepare(system=SYSTEM)
+                sys.setprofile(trace.profile)  # the pass ends here; the turn goes on
                 calls = [
                     ToolCallPart(f"call_{number}_{k}", name, arguments)
                     for k, (name, arguments) in enumerate(turn.calls)
@@ -282,13 +332,13 @@ def trace_turns(turns: int) -> tuple[TurnTrace, TurnTrace]:
             finally:
                 sys.setprofile(None)
             if request.compaction is not None and compaction is None:
-                compaction = trace
+                compaction, compaction_pass = trace, one_pass
             elif request.compaction is None and number > 3:
-                steady = trace
+                steady, steady_pass = trace, one_pass
         engine.close()
-    if steady is None or compaction is None:
+    if steady is None or compaction is None or steady_pass is None or compaction_pass is None:
         raise RuntimeError("the synthetic session had no steady or no compaction turn")
-    return steady, compaction
+    return steady, compaction, steady_pass, compaction_pass
 
 
 # --------------------------------------------------------------------------------------------------
@@ -298,7 +348,7 @@ def trace_turns(turns: int) -> tuple[TurnTrace, TurnTrace]:
 
 def measure(turns: int) -> dict[str, Any]:
     """Every figure, as plain JSON values (an earlier revision's come the same way)."""
-    steady, compaction = trace_turns(turns)
+    steady, compaction, steady_pass, compaction_pass = trace_turns(turns)
     package = importlib.import_module(PACKAGE)
 
     def traced(trace: TurnTrace) -> dict[str, int]:
@@ -308,12 +358,22 @@ def measure(turns: int) -> dict[str, Any]:
             "session_entries": trace.session_entries,
         }
 
+    def passed(trace: PassTrace) -> dict[str, int]:
+        return {
+            "files": len(trace.files),
+            "stops": trace.stops,
+            "returns": trace.returns,
+            "measures": trace.measures,
+        }
+
     return {
         "modules": len(source_modules()),
         "cycles": {level: cycles(import_graph(level)) for level in LEVELS},
         "all_size": len(package.__all__),
         "steady_turn": traced(steady),
         "compaction_turn": traced(compaction),
+        "steady_pass": passed(steady_pass),
+        "compaction_pass": passed(compaction_pass),
         "longest": [f.__dict__ for f in longest_functions()],
     }
 
@@ -359,6 +419,15 @@ def _turn_cells(turn: dict[str, int]) -> str:
     )
 
 
+def _pass_cells(one: dict[str, int] | None) -> str:
+    if one is None:
+        return "–"
+    return (
+        f"{one['stops']} stops in {one['files']} files, {one['returns']} returns to a file it "
+        f"had left, {one['measures']} measurements"
+    )
+
+
 def _summary_rows(figures: dict[str, Any]) -> list[str]:
     return [
         str(figures["modules"]),
@@ -366,6 +435,8 @@ def _summary_rows(figures: dict[str, Any]) -> list[str]:
         str(figures["all_size"]),
         _turn_cells(figures["steady_turn"]),
         _turn_cells(figures["compaction_turn"]),
+        _pass_cells(figures.get("steady_pass")),
+        _pass_cells(figures.get("compaction_pass")),
     ]
 
 
@@ -375,6 +446,8 @@ SUMMARY_LABELS = (
     "names in `contextfold.__all__`",
     "one steady agent turn",
     "one compaction turn",
+    "one steady `prepare()`",
+    "one compacting `prepare()`",
 )
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal, TypeAlias
 
 from contextfold.history.facts import extract_facts
@@ -57,6 +58,10 @@ __all__ = [
     "probes_for",
     "task_probe_text",
 ]
+
+TEXT_CACHE_SIZE = 4_096
+"""Texts whose normalized form (and refs) are kept: every compaction compares two views made
+mostly of the same texts."""
 
 ProbeKind: TypeAlias = Literal["files_modified", "errors", "task", "constraints"]
 Status: TypeAlias = Literal["verbatim", "summary", "recoverable", "lost"]
@@ -207,12 +212,17 @@ class ViewText:
         summaries: list[str] = []
         refs: set[str] = set(extra_refs)
         for message in view:
-            texts = list(message_texts(message))
-            (summaries if is_summary(message) else ordinary).extend(texts)
+            into = summaries if is_summary(message) else ordinary
             refs.update(r.ref for r in message.tool_results if r.ref)
-            for text in texts:
-                refs.update(REF_PATTERN.findall(text))
-        return cls(normalize("\n".join(ordinary)), normalize("\n".join(summaries)), refs, read_ref)
+            for text in message_texts(message):
+                # Each text normalized and searched for refs once (the same texts come back in
+                # every view a compaction compares); normalizing the parts and joining them
+                # with a space is normalizing the whole.
+                normalized, named = _read_text(text)
+                if normalized:
+                    into.append(normalized)
+                refs.update(named)
+        return cls(" ".join(ordinary), " ".join(summaries), refs, read_ref)
 
     @property
     def outputs(self) -> dict[str, str]:
@@ -244,6 +254,12 @@ class ViewText:
         if any(n in self.in_summary for n in needles):
             return "summary"
         return "recoverable" if self.holding_ref(needles) is not None else "lost"
+
+
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def _read_text(text: str) -> tuple[str, tuple[str, ...]]:
+    """``text`` normalized, and the refs it names."""
+    return normalize(text), tuple(REF_PATTERN.findall(text))
 
 
 def message_texts(message: Message) -> Iterable[str]:
