@@ -16,7 +16,9 @@ from contextfold.store.postgres import redact_url
 
 def test_without_psycopg_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "psycopg", None)
-    with pytest.raises(MissingDependencyError, match=r"contextfold\[postgres\]"):
+    with pytest.raises(
+        MissingDependencyError, match=r"install it with: pip install \S*\[postgres\]"
+    ):
         open_store("postgresql://nobody@127.0.0.1:1/none")
 
 
