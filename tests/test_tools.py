@@ -748,7 +748,13 @@ def test_deferral_state_round_trips_through_json_and_ignores_what_it_cannot_read
 
     damaged = ToolDeferral()
     damaged.restore({"uses": "many", "last_used": {"grep": "soon", "ls": 3}, "activated": "x"})
-    assert damaged.state() == {"uses": 3, "last_used": {"ls": 3}, "activated": [], "held": None}
+    assert damaged.state() == {
+        "uses": 3,
+        "last_used": {"ls": 3},
+        "activated": [],
+        "held": None,
+        "squeezed": False,
+    }
 
 
 def _client_tools() -> list[ToolSpec]:
@@ -784,6 +790,31 @@ def test_client_tools_past_their_share_are_deferred_largest_first_and_the_choice
     deferral.refresh()
     fresh = deferral.select(tools, counter=COUNTER, effective_window=window * 10)
     assert fresh.deferred == ()
+
+
+def test_a_squeeze_defers_every_client_tool_the_model_never_called_for_good() -> None:
+    """Before a compaction the proxy's engine squeezes: the tools the conversation used stay,
+    the others wait behind tool_search, also after a later refresh; a tool called after the
+    squeeze comes back. Nothing to squeeze before the model called a client tool."""
+    tools = _client_tools()
+    deferral = ToolDeferral()
+    big = window_for(tools) * 10
+    assert deferral.select(tools, counter=COUNTER, effective_window=big).deferred == ()
+    assert not deferral.squeeze(tools)  # nothing used yet: nothing says what the agent needs
+    deferral.mark_used("Bash")
+    deferral.mark_used("Read")
+    assert deferral.squeeze(tools)
+    assert not deferral.squeeze(tools)  # squeezed already
+    squeezed = deferral.select(tools, counter=COUNTER, effective_window=big)
+    assert [t.name for t in squeezed.active] == ["Bash", "Read", "tool_search"]
+    deferral.refresh()
+    assert deferral.select(tools, counter=COUNTER, effective_window=big) == squeezed
+    restored = ToolDeferral()
+    restored.restore(json.loads(json.dumps(deferral.state())))
+    assert restored.select(tools, counter=COUNTER, effective_window=big) == squeezed
+    deferral.mark_used("Edit")
+    again = deferral.select(tools, counter=COUNTER, effective_window=big)
+    assert [t.name for t in again.active] == ["Bash", "Edit", "Read", "tool_search"]
 
 
 def test_a_deferred_client_tool_the_model_called_stays_from_then_on() -> None:

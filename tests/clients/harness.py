@@ -329,11 +329,18 @@ def _pair(
     return pairs
 
 
+def reply_floor(window: int) -> int:
+    """The least room a request must leave for the reply (the proxy's own floor: 4,096 tokens
+    or an eighth of a small window)."""
+    return min(4_096, window // 8)
+
+
 def check_invariants(
     upstream: Sequence[RecordedRequest],
     client: Sequence[ClientExchange] | None,
     *,
     task: str | None,
+    window: int | None = None,
 ) -> list[tuple[int, Violation]]:
     """Every invariant on every upstream model request (side requests included: a title
     request must not grow tools either), against the client request it was made for;
@@ -354,9 +361,24 @@ def check_invariants(
             continue
         protocol = protocol_of_path(request.path)
         assert protocol is not None
+        room = None
+        if window is not None and request.input_tokens is not None:
+            room = window - request.input_tokens - reply_floor(window)
+        counter = (
+            default_counter(protocol) if protocol != "responses" else default_counter("openai")
+        )
         # A bridged request is read in each side's own protocol.
         sent_in = client_protocol or protocol
-        for violation in check(sent_in, client_body, protocol, request.body, task=task):
+        found_here = check(
+            sent_in,
+            client_body,
+            protocol,
+            request.body,
+            task=task,
+            room=room,
+            count=counter.count_text,
+        )
+        for violation in found_here:
             found.append((number, violation))
     return found
 
@@ -534,7 +556,7 @@ def drive(
         problems.append(f"not every edit landed: {not_landed}")
     client = proxy.model_exchanges() if proxy else None
     fill_traffic(figures, upstream.requests, client)
-    breaks = check_invariants(upstream.requests, client, task=session.task)
+    breaks = check_invariants(upstream.requests, client, task=session.task, window=window)
     figures.invariant_breaks = len(breaks)
     figures.breaks_by_rule = breaks_by_rule(breaks)
     if breaks:

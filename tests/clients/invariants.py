@@ -6,14 +6,17 @@ It is a pure function of the two bodies, so it can be unit-tested on hand-made p
 to every request of every real-client test alike. The rules, each named by ``Violation.rule``:
 
 - ``newest_result``: every tool result the client sent after its last assistant message is in
-  the upstream request, whole (same text);
+  the upstream request, whole (same text), unless it could not fit: cut with a ``ref`` to the
+  whole, and the whole larger than the room the request left (``room``);
 - ``call_of_result``: ... and so is the call it answers (same id, name and input);
 - ``latest_user``: the user's latest own words (Claude Code's ``<system-reminder>`` blocks taken
   out) are in the upstream request, whole;
 - ``task``: the user's task (given by the test) is in view verbatim, when the client sent it;
 - ``empty_input``: no call whose input the client sent non-empty reaches the upstream as ``{}``;
 - ``small_field``: ... and every small field of an old call's input keeps its value (only large
-  values may be cut, with a marker and a ref);
+  values may be cut, with a marker and a ref); a field equal to its schema default is exempt
+  (the client adds it when it resends the call, as Claude Code does with Edit's
+  ``replace_all: false``: the model never wrote it);
 - ``thinking``: the thinking blocks of the client's latest assistant turn reach the upstream
   untouched, signature included;
 - ``sandwich``: no user → system → user sequence the client did not send;
@@ -28,8 +31,9 @@ upstreams refuse in the worst cases, and this checker names the rest.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,16 +71,23 @@ def check(
     upstream_body: Mapping[str, Any],
     *,
     task: str | None = None,
+    room: int | None = None,
+    count: Callable[[str], int] | None = None,
 ) -> list[Violation]:
-    """What is wrong with ``upstream_body`` as the upstream's view of ``client_body``."""
+    """What is wrong with ``upstream_body`` as the upstream's view of ``client_body``.
+
+    ``room``: the tokens the upstream request left free in the window (past a reply's least
+    need), and ``count`` a text's tokens: with both, a newest result cut with a ``ref`` to the
+    whole is no break when the whole would not have fit in that room."""
     _, sent = read(client_protocol, client_body)
     _, seen = read(upstream_protocol, upstream_body)
     found: list[Violation] = []
-    found += _newest_results(sent, seen)
+    defaults = _schema_defaults(client_body)
+    found += _newest_results(sent, seen, defaults, _fits(room, count))
     found += _latest_user(sent, seen)
     if task is not None:
         found += _task(task, sent, seen)
-    found += _inputs(sent, seen)
+    found += _inputs(sent, seen, defaults)
     found += _thinking(sent, seen)
     found += _sandwiches(sent, seen)
     found += _repeated_reminders(sent, seen, unchanged=_same(sent, seen))
@@ -116,7 +127,39 @@ def _results_by_id(messages: Sequence[Msg]) -> dict[str, list[Part]]:
     return found
 
 
-def _newest_results(sent: Sequence[Msg], seen: Sequence[Msg]) -> list[Violation]:
+def _without_defaults(call: Part, defaults: Mapping[str, Mapping[str, str]]) -> str:
+    """A call's input as canonical JSON, fields equal to their schema default left out."""
+    if not isinstance(call.input, Mapping):
+        return canonical_input(call.input)
+    own = defaults.get(call.name, {})
+    return canonical_input(
+        {k: v for k, v in call.input.items() if own.get(k) != canonical_input(v)}
+    )
+
+
+def _fits(
+    room: int | None, count: Callable[[str], int] | None
+) -> Callable[[str, Sequence[str]], bool]:
+    """Whether a result sent as ``whole`` and received as ``cut`` would have fit whole."""
+
+    def fits(whole: str, cut: Sequence[str]) -> bool:
+        if room is None or count is None or not any(REF_MARK.search(c) for c in cut):
+            return True
+        return count(whole) - max(count(c) for c in cut) <= room
+
+    return fits
+
+
+REF_MARK = re.compile(r"\bref_[0-9a-f]{12}\b")
+"""A ref to a stored output (``read_result`` reads it back): the mark of a fair cut."""
+
+
+def _newest_results(
+    sent: Sequence[Msg],
+    seen: Sequence[Msg],
+    defaults: Mapping[str, Mapping[str, str]],
+    fits: Callable[[str, Sequence[str]], bool],
+) -> list[Violation]:
     found: list[Violation] = []
     sent_calls, seen_calls = _calls_by_id(sent), _calls_by_id(seen)
     seen_results = _results_by_id(seen)
@@ -124,7 +167,9 @@ def _newest_results(sent: Sequence[Msg], seen: Sequence[Msg]) -> list[Violation]
         there = seen_results.get(result.call_id)
         if not there:
             found.append(Violation("newest_result", f"result of {result.call_id} is missing"))
-        elif not any(r.text.strip() == result.text.strip() for r in there):
+        elif not any(r.text.strip() == result.text.strip() for r in there) and fits(
+            result.text, [r.text for r in there]
+        ):
             sizes = ", ".join(f"{len(r.text):,}" for r in there)
             found.append(
                 Violation(
@@ -141,9 +186,9 @@ def _newest_results(sent: Sequence[Msg], seen: Sequence[Msg]) -> list[Violation]
             found.append(
                 Violation("call_of_result", f"call {result.call_id} ({call.name}) is missing")
             )
-        elif upstream_call.name != call.name or canonical_input(
-            upstream_call.input
-        ) != canonical_input(call.input):
+        elif upstream_call.name != call.name or _without_defaults(
+            upstream_call, defaults
+        ) != _without_defaults(call, defaults):
             found.append(
                 Violation(
                     "call_of_result",
@@ -182,7 +227,31 @@ def _task(task: str, sent: Sequence[Msg], seen: Sequence[Msg]) -> list[Violation
     return [Violation("task", f"the user's task is not in view verbatim: {_short(task)}")]
 
 
-def _inputs(sent: Sequence[Msg], seen: Sequence[Msg]) -> list[Violation]:
+def _schema_defaults(body: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """Per tool name, the canonical default of each input property that declares one (any
+    protocol's tool shape: Anthropic's ``input_schema``, Chat's ``function.parameters``,
+    Responses' ``parameters``)."""
+    found: dict[str, dict[str, str]] = {}
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, Mapping):
+            continue
+        function = tool.get("function")
+        named = function if isinstance(function, Mapping) else tool
+        schema = named.get("input_schema") or named.get("parameters") or {}
+        properties = schema.get("properties") if isinstance(schema, Mapping) else None
+        if not isinstance(properties, Mapping):
+            continue
+        found[str(named.get("name"))] = {
+            key: canonical_input(prop["default"])
+            for key, prop in properties.items()
+            if isinstance(prop, Mapping) and "default" in prop
+        }
+    return found
+
+
+def _inputs(
+    sent: Sequence[Msg], seen: Sequence[Msg], defaults: Mapping[str, Mapping[str, str]]
+) -> list[Violation]:
     found: list[Violation] = []
     sent_calls = _calls_by_id(sent)
     for message in seen:
@@ -200,6 +269,10 @@ def _inputs(sent: Sequence[Msg], seen: Sequence[Msg]) -> list[Violation]:
             for key, value in original.input.items():
                 if len(canonical_input(value)) > SMALL_FIELD_CHARS:
                     continue
+                if key not in call.input and defaults.get(call.name, {}).get(key) == (
+                    canonical_input(value)
+                ):
+                    continue  # the schema's default, added by the client on resend
                 if key not in call.input or canonical_input(call.input[key]) != canonical_input(
                     value
                 ):

@@ -238,35 +238,7 @@ def test_claude_code_direct(
     assert not problems, "\n\n".join(problems)
 
 
-@pytest.mark.parametrize(
-    "window",
-    [
-        pytest.param(
-            24_000,
-            marks=pytest.mark.xfail(
-                strict=False,
-                reason="issue 26: the proxy refuses the first request at 24k (HTTP 500: "
-                "the client's tools are never deferred)",
-            ),
-        ),
-        pytest.param(
-            32_000,
-            marks=pytest.mark.xfail(
-                strict=False,
-                reason="issue 26: at 32k the task is cut and a context note "
-                "becomes the latest user message",
-            ),
-        ),
-        pytest.param(
-            64_000,
-            marks=pytest.mark.xfail(
-                strict=False,
-                reason="issue 26: newest results cut, reminders repeated, "
-                "the session forked at each Edit",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("window", [24_000, 32_000, 64_000])
 def test_claude_code_through_the_proxy(
     claude: str, dirs: tuple[Path, Path], window: int, show: Callable[[str], None]
 ) -> None:

@@ -88,6 +88,28 @@ def test_a_cut_newest_result() -> None:
     assert summarize(violations(upstream)) == {"newest_result": 1}
 
 
+def test_a_newest_result_too_large_for_the_room_may_be_cut_with_a_ref() -> None:
+    """The whole result would not have fit the room the request left: a cut with a ref to
+    the whole is fair; without a ref, or when it would have fit, it is a break."""
+    upstream = anthropic_body()
+    fair = "3 passed\n[cut; read_result ref_0123456789ab]"
+    upstream["messages"][-1]["content"][0]["content"] = fair
+
+    def by_chars(text: str) -> int:
+        return len(text)
+
+    client = anthropic_body()
+    tight = check("anthropic", client, "anthropic", upstream, task=TASK, room=20, count=by_chars)
+    assert tight == []
+    roomy = check(
+        "anthropic", client, "anthropic", upstream, task=TASK, room=10_000, count=by_chars
+    )
+    assert summarize(roomy) == {"newest_result": 1}
+    upstream["messages"][-1]["content"][0]["content"] = "3 passed\n[cut]"
+    bare = check("anthropic", client, "anthropic", upstream, task=TASK, room=20, count=by_chars)
+    assert summarize(bare) == {"newest_result": 1}
+
+
 def test_the_task_cut_to_a_placeholder() -> None:
     upstream = anthropic_body()
     upstream["messages"][0]["content"][1]["text"] = "[text cut to fit; read_result ref_2]"
@@ -118,6 +140,30 @@ def test_a_large_field_may_be_cut_but_small_ones_stay() -> None:
     found = violations(upstream, client)
     assert summarize(found) == {"small_field": 1}
     assert "'file_path'" in found[0].detail
+
+
+def test_a_field_at_its_schema_default_may_be_left_out() -> None:
+    """Claude Code resends Edit with ``replace_all: false`` added; the upstream may see the
+    call as the model wrote it. Any other value of the field still counts."""
+    client = anthropic_body()
+    client["tools"] = [
+        {
+            "name": "Edit",
+            "input_schema": {
+                "type": "object",
+                "properties": {"replace_all": {"type": "boolean", "default": False}},
+            },
+        }
+    ]
+    client["messages"][1]["content"][0]["input"] = {
+        "replace_all": False,
+        **client["messages"][1]["content"][0]["input"],
+    }
+    assert violations(anthropic_body(), client) == []
+    client["messages"][1]["content"][0]["input"]["replace_all"] = True
+    found = violations(anthropic_body(), client)
+    assert summarize(found) == {"small_field": 1}
+    assert "'replace_all'" in found[0].detail
 
 
 def test_the_latest_thinking_dropped_or_its_signature_changed() -> None:

@@ -29,7 +29,8 @@ class CompactionContext:
     the most the conversation can take in a request at all, the window less the system prompt
     and tools (``None``: ``window_tokens``); a target at or near zero means the fixed part took
     it all, and compaction keeps the task and the minimum rather than cut it. ``hard`` asks for the
-    overflow-recovery behaviour (protections shrunk so the result always fits). ``emit`` receives
+    overflow-recovery behaviour (protections shrunk so the result always fits; see
+    ``keep_latest_turn``). ``emit`` receives
     events strategies raise (batches masked, summarizer fallbacks); the pipeline collects them
     into :attr:`CompactResult.events <contextfold.compaction.CompactResult.events>`.
     """
@@ -47,6 +48,10 @@ class CompactionContext:
     room_tokens: int | None = None
     recent: RecentWindow = field(default_factory=RecentWindow)
     emit: Callable[[Event], None] = _ignore
+    keep_latest_turn: bool = False
+    """Hard mode leaves the latest turn (the last assistant message, the newest results and
+    the user's latest words) whole when it fits ``room()`` beside the least of the rest, even
+    above the target: for a caller that must send it whole or not at all (the proxy)."""
 
     def tokens(self) -> int:
         """Tokens the view costs now."""

@@ -3,13 +3,16 @@
 After the other strategies ran in hard mode, the view is usually the task, a summary, the last
 user message and the last unit. When that is still too big (an enormous last output, a call with
 a whole file in its arguments, a huge task statement), the big messages are rewritten in place:
-texts cut to head + tail, outputs masked, large call arguments emptied, thinking dropped. Every
+texts cut to head + tail, outputs masked, the large values of call arguments cut (the small
+ones kept, the call never ``{}``), thinking dropped. Every
 removed text is stored first and its ref named in what replaces it. The rewrite is a
 :class:`~contextfold.edits.SummarizeEdit` over that one message whose replacement keeps the
 message's id, role and call ids, so the view stays valid and later edits still find it.
 
 What each message may cost:
 
+- the latest turn (the messages after the last assistant message) keeps its size: the model
+  reads it next, and a view that cannot hold it does not fit;
 - a message compaction already cut (flagged ``"shrunk"``), a drop note and a masked output keep
   their size: a message is cut at most once, so its original text is always one ``read_result``
   away and a cut marker is never cut into another marker;
@@ -28,14 +31,16 @@ the messages cut before and a bare line for each other message fit.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from contextfold.compaction._context import CompactionContext
 from contextfold.compaction._results import shows_placeholder
 from contextfold.compaction.summary import StructuredSummary, SummaryCaps
 from contextfold.edits import DROP_NOTE_KIND, ContextEdit, SummarizeEdit
-from contextfold.history.turns import task_index
+from contextfold.history.turns import latest_turn_start, task_index
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -50,7 +55,15 @@ from contextfold.outputs.blobs import REF_HEX_DIGITS, REF_PREFIX
 from contextfold.outputs.intake import placeholder_for
 from contextfold.outputs.truncate import OutputLimits, truncate_head_tail
 
-__all__ = ["MIN_SHARE_TOKENS", "SHRUNK_FLAG", "ShrinkToFit", "cut_text", "was_cut"]
+__all__ = [
+    "MIN_SHARE_TOKENS",
+    "SHRUNK_FLAG",
+    "SMALL_ARGUMENT_CHARS",
+    "ShrinkToFit",
+    "cut_arguments",
+    "cut_text",
+    "was_cut",
+]
 
 MIN_SHARE_TOKENS = 96
 """Below this share a message's texts become bare reference lines instead of head + tail."""
@@ -77,12 +90,25 @@ class ShrinkToFit:
             return []
         count = ctx.counter.count_message
         view = ctx.view
-        kept = sum(count(m) for m in view if m.role == "system" or was_cut(m))
-        movable = [m for m in view if m.role != "system" and not was_cut(m)]
         task_at = task_index(view)
-        task = view[task_at] if task_at is not None and not was_cut(view[task_at]) else None
+        # The latest turn stays whole when it fits what the conversation can be given at all
+        # beside the least of the rest (the view may then end above the target); else it is
+        # shared out too (a caller that needs it whole sees it was cut).
+        # From the last assistant message: the calls the newest results answer stay whole too.
+        newest = latest_turn_start(view)
+        tries = [newest - 1 if newest < len(view) else newest] if ctx.keep_latest_turn else []
+        for latest in (*tries, len(view)):
+            stays = {i for i, m in enumerate(view) if m.role == "system" or was_cut(m)}
+            stays.update(range(latest, len(view)))
+            kept = sum(count(view[i]) for i in stays)
+            movable = [m for i, m in enumerate(view) if i not in stays]
+            task = None
+            if task_at is not None and task_at not in stays:
+                task = view[task_at]
+            room = ctx.room() - kept
+            if kept + _least(ctx, movable, task, room) <= ctx.room():
+                break
         budget = ctx.target_tokens - kept
-        room = ctx.room() - kept
         rewritten: dict[str, Message] = {}
         for _ in range(_ROUNDS):
             shares = _shares(ctx, movable, task, budget, room)
@@ -217,9 +243,42 @@ def _shrink_part(ctx: CompactionContext, part: Part, tokens: int) -> Part | None
     if isinstance(part, ToolCallPart):
         if ctx.counter.count_text(part.arguments) <= max(tokens, 2):
             return part
-        ctx.stash(part.arguments, part.name)
-        return replace(part, arguments="{}")
+        probe = cut_arguments(part.arguments, _PROBE_REF)
+        if ctx.counter.count_text(probe) >= ctx.counter.count_text(part.arguments):
+            return part  # only small fields: nothing to cut (and nothing stored)
+        ref = ctx.stash(part.arguments, part.name)
+        return replace(part, arguments=cut_arguments(part.arguments, ref))
     return part
+
+
+SMALL_ARGUMENT_CHARS = 200
+"""An argument whose JSON is at most this long keeps its value when a call is cut (a path, a
+flag, a pattern): what the call did stays readable; only its large values go behind a ref."""
+_ARGUMENT_HEAD_CHARS = 80
+
+
+def cut_arguments(arguments: str, ref: str) -> str:
+    """A call's JSON arguments with each large value cut to a head and a marker naming ``ref``
+    (the small ones kept as they are), so the call never becomes ``{}``. Arguments that are not
+    a JSON object become an object holding only the marker."""
+    marker = f"[cut to fit the context window; read_result {ref}]"
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError):
+        value = None
+    if not isinstance(value, dict):
+        return json.dumps({"_cut": marker})
+    cut: dict[str, Any] = {}
+    for key, item in value.items():
+        size = len(json.dumps(item, ensure_ascii=False))
+        if size <= SMALL_ARGUMENT_CHARS:
+            cut[key] = item
+        elif isinstance(item, str):
+            head = item[:_ARGUMENT_HEAD_CHARS]
+            cut[key] = f"{head}… [{len(item) - len(head):,} characters {marker[1:]}"
+        else:
+            cut[key] = marker
+    return json.dumps(cut, ensure_ascii=False)
 
 
 def _shrink_result(ctx: CompactionContext, part: ToolResultPart, tokens: int) -> ToolResultPart:

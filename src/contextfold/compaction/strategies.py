@@ -48,7 +48,12 @@ from contextfold.edits import (
     apply_edit,
 )
 from contextfold.events import ObservationsMasked
-from contextfold.history.turns import atomic_units, last_user_index, task_index
+from contextfold.history.turns import (
+    atomic_units,
+    last_user_index,
+    latest_turn_start,
+    task_index,
+)
 from contextfold.messages import Message, Meta, SummaryPart
 from contextfold.outputs.blobs import REF_PATTERN
 from contextfold.outputs.intake import placeholder_for
@@ -279,7 +284,11 @@ class TruncateToolResults:
         """One truncation edit for every oversized output, or nothing."""
         above = self.hard_above_tokens if ctx.hard else self.above_tokens
         keep = self.hard_keep_tokens if ctx.hard else self.keep_tokens
-        stop = len(ctx.view) if ctx.hard else ctx.window_start()
+        # Hard mode reaches into the recent window (with keep_latest_turn, not the newest
+        # results: the model reads them next; ShrinkToFit is then the last resort).
+        stop = ctx.window_start()
+        if ctx.hard:
+            stop = latest_turn_start(ctx.view) if ctx.keep_latest_turn else len(ctx.view)
         items: list[ReplacedResult] = []
         for slot in result_slots(ctx.view, 0, stop):
             if is_placeholder(slot):
@@ -321,8 +330,9 @@ def truncated_result(
 class DropOldest:
     """Whole units leave the view oldest first until the target is reached (the last resort).
 
-    Never dropped: system messages, the task (first user message), the last user message,
-    summaries and the recent window (in hard mode, only the last unit is protected and digests
+    Never dropped: the system messages before the conversation (one sent inside it leaves with
+    its turn), the task (first user message), the last user message, summaries and the recent
+    window (in hard mode, only the last unit is protected and digests
     may go too). Outputs of dropped results are stored first, and each run of dropped units is
     replaced by a one-paragraph note naming what left and the refs that bring the outputs back,
     so a drop is never silent (the note costs far less than what it replaces). An earlier note
@@ -343,6 +353,9 @@ class DropOldest:
             return []
         view = ctx.view
         protected = {i for i in (task_index(view), last_user_index(view)) if i is not None}
+        # The system messages before the conversation are its prompt; one sent inside it (a
+        # host's reminder) leaves with the turn it came in, rather than outliving it.
+        protected.update(range(_first_conversation_index(view)))
         keep_kinds = {"summary"} if ctx.hard else self.keep_kinds
         stop = ctx.window_start()
         runs: list[list[int]] = []
@@ -448,4 +461,8 @@ def _only_notes(view: Sequence[Message], indices: Sequence[int]) -> bool:
 
 
 def _keeps(message: Message, protected: bool, keep_kinds: frozenset[str] | set[str]) -> bool:
-    return protected or message.role == "system" or message.meta.kind in keep_kinds
+    return protected or message.meta.kind in keep_kinds
+
+
+def _first_conversation_index(view: Sequence[Message]) -> int:
+    return next((i for i, m in enumerate(view) if m.role != "system"), len(view))

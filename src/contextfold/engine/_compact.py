@@ -188,6 +188,7 @@ def _context(
         # What the conversation can be given at all.
         room_tokens=max(0, m.conversation_target(1.0) - ledger_room),
         recent=deps.policy.recent,
+        keep_latest_turn=deps.policy.keep_latest_turn,
     )
 
 

@@ -88,7 +88,15 @@ class SessionCore:
     @property
     def output_limits(self) -> OutputLimits:
         """What one tool output may keep inline (its token limit shrinks with the window)."""
-        return self.deps.policy.output_limits_for(self.effective_window)
+        policy, last = self.deps.policy, self.state.last
+        if not policy.output_fills_room or last is None:
+            return policy.output_limits_for(self.effective_window)
+        # The tools as a squeeze before the compaction would leave them: an output that fits
+        # once the unused tools give way is not cut on its way in.
+        tools = self.state.deferral.squeezed_tokens(self.deps.counter)
+        fixed = last.budget.system + last.budget.instructions
+        fixed += last.budget.tools if tools is None else min(tools, last.budget.tools)
+        return policy.output_limits_for(self.effective_window, fixed)
 
     # -- events and the store ---------------------------------------------------------------------
 

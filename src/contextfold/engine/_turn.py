@@ -75,12 +75,18 @@ def prepare(
     prompt = _prompt_step(core, before, system)
     chosen = _tools_step(core, tools, engine_tools)
     m = core.measure(prompt.fixed, chosen.selected, prompt.built)
+    chosen_events = chosen.events
+    if m.zone in _SQUEEZE_ZONES and before.deferral.squeeze(tools):
+        # Room before a compaction: the client tools the conversation never called go
+        # behind tool_search first (the cache breaks here anyway).
+        chosen = _tools_step(core, tools, engine_tools)
+        chosen_events += chosen.events
+        m = core.measure(prompt.fixed, chosen.selected, prompt.built)
     before.window.require_room(m.fixed_tokens, m.budget.tools, provider=ENGINE_PROVIDER)
     before.pace.observe(m.tokens)
     zone = m.zone
     applied = act(core, before, m)
     state = applied.state
-    chosen_events = chosen.events
     if applied.compaction is not None and applied.compaction.changed and chosen.deferred:
         # The compaction broke the provider's cache: the one place the deferred tools are
         # chosen again (the tools the conversation used since stay; the rest may go).
@@ -119,6 +125,9 @@ def prepare(
         core.save_state()
     return request
 
+
+_SQUEEZE_ZONES = frozenset({Zone.COMPACT, Zone.BLOCK, Zone.OVERFLOW})
+"""Where the view would be compacted: a host's unused tools give way before its history."""
 
 LEDGER_GIVES_WAY = (1.5, 3.0, float("inf"))
 """How much more than the overshoot the ledger sheds in each try (the ledger is counted on its
@@ -196,6 +205,29 @@ def _repair_step(core: SessionCore) -> tuple[list[Message], RepairReport]:
     return core.repairer.repair(core.view, core.sizes.generation)
 
 
+def _repeats_dropped(
+    view: list[Message], sizes: Sequence[int] | None
+) -> tuple[list[Message], Sequence[int] | None]:
+    """``view`` (and its message sizes) with each system message that repeats an earlier one
+    word for word left out: a host resends the same reminder inside its messages turn after
+    turn (Claude Code's "The task tools haven't been used recently…"), and one copy says it.
+    The first copy stays, so the request's prefix does not change when another arrives; it
+    leaves with its turn when a compaction takes that turn out."""
+    seen: set[tuple[str, ...]] = set()
+    keep: list[int] = []
+    for i, message in enumerate(view):
+        if message.role == "system":
+            text = tuple(p.text for p in message.parts if isinstance(p, TextPart))
+            if text in seen:
+                continue
+            seen.add(text)
+        keep.append(i)
+    if len(keep) == len(view):
+        return view, sizes
+    kept_sizes = None if sizes is None or len(sizes) != len(view) else [sizes[i] for i in keep]
+    return [view[i] for i in keep], kept_sizes
+
+
 def _render_step(
     core: SessionCore,
     state: TurnState,
@@ -214,6 +246,8 @@ def _render_step(
         view = _with_ledger(view, prompt)
     elif prompt.ledger_with is not None:
         view = _with_ledger_by_id(view, prompt, core.view[prompt.ledger_with].id)
+    sizes: Sequence[int] | None = core.repairer.sizes() if repairs else core.sizes.messages
+    view, sizes = _repeats_dropped(view, sizes)
     request, failure = render(
         core.deps,
         core.id,
@@ -224,7 +258,7 @@ def _render_step(
         measurement=m,
         zone=zone,
         previous_tail=state.previous_tail,
-        message_tokens=core.repairer.sizes() if repairs else core.sizes.messages,
+        message_tokens=sizes,
         counter=core.compaction_counter,
     )
     events: tuple[Event, ...] = ()

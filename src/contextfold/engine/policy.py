@@ -18,11 +18,15 @@ __all__ = [
     "DEFAULT_CACHE_TTL_SECONDS",
     "DEFAULT_COMPACT_FROM",
     "DEFAULT_OUTPUT_MAX_SHARE",
+    "ROOM_FOR_THE_REST",
     "ContextPolicy",
 ]
 
 DEFAULT_OUTPUT_MAX_SHARE = 0.05
 """Most of the effective window one tool output may take inline (the rest goes behind a ref)."""
+ROOM_FOR_THE_REST = 0.1
+"""With ``output_fills_room``: the share of the window an output leaves for the rest of the
+conversation (the task, the latest turn, a summary of the older ones)."""
 DEFAULT_COMPACT_FROM = 0.25
 """Below this share of the window no compaction is timed early for cost: a view this small
 is cheap to keep, and what is in it stays exact."""
@@ -38,6 +42,12 @@ class ContextPolicy:
     window); ``awareness_note`` adds ``[Context: N% used …]`` past ``thresholds.awareness_at``.
     ``output_max_share`` caps one tool output's inline tokens to a share of the effective window,
     so that the 2,500-token default does not let a few outputs fill a small local model's window.
+    ``output_fills_room``: a tool output may also take all the room the latest request left
+    beside its system prompt and tools (less :data:`ROOM_FOR_THE_REST` of the window), when
+    that is more than ``output_max_share``: the proxy's, whose client sent the output whole
+    and whose model must read the newest one whole whenever it fits.
+    ``keep_latest_turn``: a compaction, even in hard mode, leaves the latest turn whole when
+    it fits the window beside the least of the rest (the view may end above its target).
     ``extract_pins`` reads user messages for standing constraints and pins them
     (:mod:`contextfold.retention.pins`); explicit pins work either way.
 
@@ -66,6 +76,8 @@ class ContextPolicy:
     reserved_output: int | None = None
     repair: bool = True
     output_max_share: float = DEFAULT_OUTPUT_MAX_SHARE
+    output_fills_room: bool = False
+    keep_latest_turn: bool = False
     extract_pins: bool = True
     cost_schedule: bool = True
     compact_from: float = DEFAULT_COMPACT_FROM
@@ -110,9 +122,14 @@ class ContextPolicy:
                 f"must be between 0 and compact_at ({self.thresholds.compact_at}), got {mark}",
             )
 
-    def output_limits_for(self, effective_window: int) -> OutputLimits:
-        """The output limits for a window: the token limit shrinks for small windows."""
+    def output_limits_for(self, effective_window: int, fixed_tokens: int = 0) -> OutputLimits:
+        """The output limits for a window: the token limit shrinks for small windows.
+        ``fixed_tokens``: what the latest request's system prompt and tools took (used with
+        ``output_fills_room``)."""
         cap = max(MIN_OUTPUT_TOKENS, int(effective_window * self.output_max_share))
+        if self.output_fills_room and fixed_tokens:
+            room = effective_window - fixed_tokens - int(effective_window * ROOM_FOR_THE_REST)
+            cap = max(cap, room)
         if cap >= self.output_limits.max_tokens:
             return self.output_limits
         return replace(self.output_limits, max_tokens=cap)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from contextfold.messages import Message, MessageKind
+from contextfold.messages import Message, MessageKind, TextPart
 
 __all__ = [
     "HARNESS_NOTE_KIND",
@@ -53,6 +53,7 @@ HARNESS_NOTE_PREFIXES: tuple[str, ...] = (
 )
 """How the text of a harness note starts (Claude Code's markers), after leading whitespace."""
 
+_REMINDER_BLOCK = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
 _COMMAND_OPENERS = ("<command-name>", "<command-message>")
 _COMMAND_NAME = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.S)
 _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
@@ -68,7 +69,23 @@ def is_harness_note(message: Message) -> bool:
     harness text (:func:`is_harness_text`)."""
     if message.role != "user":
         return False
-    return message.meta.kind == HARNESS_NOTE_KIND or is_harness_text(message.text)
+    if message.meta.kind == HARNESS_NOTE_KIND:
+        return True
+    texts = [p.text for p in message.parts if isinstance(p, TextPart) and p.text.strip()]
+    if not texts:
+        return is_harness_text(message.text)
+    # Claude Code opens its first user message with a reminder block and the task after it (in
+    # another block, or the same one): that message is the user's.
+    return all(_only_harness(text) for text in texts)
+
+
+def _only_harness(text: str) -> bool:
+    """True when ``text`` is harness text through and through: a reminder block followed by
+    words of the user's is not."""
+    if not is_harness_text(text):
+        return False
+    rest = _REMINDER_BLOCK.sub("", text).strip()
+    return not rest or rest == text.strip() or is_harness_text(rest)
 
 
 def slash_command(text: str) -> str | None:

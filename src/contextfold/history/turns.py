@@ -33,6 +33,7 @@ __all__ = [
     "atomic_units",
     "is_user_turn",
     "last_user_index",
+    "latest_turn_start",
     "recent_window_start",
     "task_index",
     "turn_starts",
@@ -96,6 +97,15 @@ def last_user_index(view: Sequence[Message]) -> int | None:
         if is_user_turn(view[i]):
             return i
     return None
+
+
+def latest_turn_start(view: Sequence[Message]) -> int:
+    """Where the latest turn begins: after the last assistant message (the user's latest
+    words, the newest tool results: what the model reads next). ``len(view)`` before the
+    first reply: a first turn has no newest results."""
+    return next(
+        (i + 1 for i in range(len(view) - 1, -1, -1) if view[i].role == "assistant"), len(view)
+    )
 
 
 def turn_starts(view: Sequence[Message]) -> list[int]:
@@ -201,16 +211,21 @@ def recent_window_start(
     if not view:
         return 0
     units = atomic_units(view)
+    # The last unit, with the system messages a host sent after it (its reminders): they do
+    # not make the newest results old.
+    last = len(units) - 1
+    while last > 0 and all(view[i].role == "system" for i in units[last]):
+        last -= 1
     starts = turn_starts(view)
     if turns <= 0:
-        wanted = units[-1].start
+        wanted = units[last].start
     elif len(starts) >= turns:
         wanted = starts[-turns]
     else:
         wanted = 0
-    start = units[-1].start
-    used = unit_tokens(view, units[-1], counter)
-    for unit in reversed(units[:-1]):
+    start = units[last].start
+    used = sum(unit_tokens(view, unit, counter) for unit in units[last:])
+    for unit in reversed(units[:last]):
         if unit.start < wanted:
             break
         cost = unit_tokens(view, unit, counter)

@@ -139,6 +139,10 @@ class Engines:
             extract_pins=False,
             output_limits=_WHOLE_OUTPUTS,
             output_max_share=CLIENT_OUTPUT_SHARE,
+            # The newest output goes up whole whenever the window holds it.
+            output_fills_room=True,
+            # ... and a view that cannot hold the latest turn whole is refused, not sent.
+            keep_latest_turn=True,
         )
         return ContextEngine(
             self._model(client_model, provider),

@@ -301,6 +301,9 @@ class ToolDeferral:
         """The client tools the latest full selection deferred; they stay deferred (and the
         others stay sent) until :meth:`refresh`, so the tool list does not change between
         calls: it opens the provider's cached prefix."""
+        self._squeezed = False
+        """Set by :meth:`squeeze`: from then on only the client tools the model called are
+        sent (the rest wait behind ``tool_search``)."""
         self.last: ToolSelection | None = None
         """The latest selection (None before the first)."""
 
@@ -326,8 +329,47 @@ class ToolDeferral:
 
     def refresh(self) -> None:
         """Choose the client tools to defer afresh on the next :meth:`select` (call where the
-        provider's cache breaks anyway: after a compaction rewrote the view)."""
-        self._held = None
+        provider's cache breaks anyway: after a compaction rewrote the view). After a
+        :meth:`squeeze` the unused client tools stay deferred."""
+        if not self._squeezed:
+            self._held = None
+
+    def squeeze(self, tools: Iterable[ToolSpec]) -> bool:
+        """Make room for the conversation before it is compacted: defer every client tool the
+        model has not called, from now on. The conversation has shown which tools it uses (a
+        coding agent's Bash, Read, Edit); the rest of a host's tool list (Claude Code's cron,
+        worktree and workflow tools: half of its 18k tokens) is what gives way first, rather
+        than the newest tool result. False (nothing done) before the model called any client
+        tool, or when every unused one is deferred already."""
+        client = [_name(t) for t in tools if getattr(t, "source", None) == _CLIENT]
+        used = {n for n in client if n in self._last_used}
+        unused = frozenset(n for n in client if n not in used and n not in self._activated)
+        if not used or not unused or (self._squeezed and unused <= (self._held or frozenset())):
+            return False
+        self._squeezed = True
+        self._held = unused
+        return True
+
+    def squeezed_tokens(self, counter: TokenCounter) -> int | None:
+        """What the latest selection's tools would take after a :meth:`squeeze` (what a
+        squeeze could not change: the tools as they are); ``None`` before any selection."""
+        last = self.last
+        if last is None:
+            return None
+        tools = [*last.active, *last.deferred]
+        client = [_name(t) for t in tools if getattr(t, "source", None) == _CLIENT]
+        if not any(n in self._last_used for n in client):
+            return last.description_tokens  # nothing used: a squeeze would do nothing
+        keep = [
+            t
+            for t in tools
+            if getattr(t, "source", None) != _CLIENT
+            or _name(t) in self._last_used
+            or _name(t) in self._activated
+        ]
+        if not any(_name(t) == TOOL_SEARCH_TOOL.name for t in keep):
+            keep.append(TOOL_SEARCH_TOOL)
+        return min(last.description_tokens, self._safe_total(keep, counter))
 
     def state(self) -> dict[str, Any]:
         """What a resumed session needs to defer the same tools: the use order, this turn's
@@ -337,6 +379,7 @@ class ToolDeferral:
             "last_used": dict(self._last_used),
             "activated": sorted(self._activated),
             "held": None if self._held is None else sorted(self._held),
+            "squeezed": self._squeezed,
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -356,6 +399,7 @@ class ToolDeferral:
             self._activated = {str(name) for name in activated}
         held = state.get("held")
         self._held = frozenset(str(name) for name in held) if isinstance(held, list) else None
+        self._squeezed = state.get("squeezed") is True
 
     # -- selection -------------------------------------------------------------------------------
 
