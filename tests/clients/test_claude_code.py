@@ -251,12 +251,6 @@ BRIDGED_WINDOW = 200_000
 """Large enough that the proxy has nothing to shrink: what is tested is the bridge."""
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 26: Edit inputs reach the upstream without the replace_all: false Claude Code "
-    "added on resending, and its repeated reminders are kept (the bridge itself holds: exit 0, "
-    "28/28 steps, one session)",
-)
 def test_claude_code_bridged_to_a_chat_only_upstream(
     claude: str, dirs: tuple[Path, Path], show: Callable[[str], None]
 ) -> None:
