@@ -362,7 +362,7 @@ class Exchange:
             request,
             model=self.upstream_model,
             stream=self.client.stream,
-            first_party=_first_party(self.upstream_protocol, self.state.config.upstream),
+            first_party=first_party(self.upstream_protocol, self.state.config.upstream),
         )
 
     def _carried(self, request: ChatRequest) -> ChatRequest:
@@ -621,7 +621,7 @@ def _provider(exchange: Exchange) -> Provider:
     return "openai" if host == "api.openai.com" else "openai-compatible"
 
 
-def _first_party(protocol: ProtocolName, upstream: str) -> bool:
+def first_party(protocol: ProtocolName, upstream: str) -> bool:
     """True when the upstream is the protocol's own maker (it runs hosted tools, reads its
     encrypted items)."""
     host = httpx.URL(upstream).host

@@ -17,22 +17,29 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from contextfold.chat import ProviderItem
 from contextfold.errors import ContextfoldError
+from contextfold.messages import Usage
 from contextfold.private_files import open_private
 from contextfold.proxy import anthropic_side, openai_side, responses_side
+from contextfold.proxy._codex_compaction import (
+    CompactionSeal,
+    compacted_output,
+    open_compactions,
+)
 from contextfold.proxy._engines import Engines, ProxyStore
 from contextfold.proxy._exchange import (
-    ANSWERED_KEPT,
     SESSION_HEADER,
-    ClientWriter,
     Exchange,
     ProxyState,
     UpstreamRefused,
     WireSide,
     client_error,
+    first_party,
     write_access_log,
 )
 from contextfold.proxy._identity import ANONYMOUS, tenant_of
+from contextfold.proxy._previous_response import continued, remember
 from contextfold.proxy._request_json import known_messages, read_json
 from contextfold.proxy._wire import PROTOCOL_OPTIONS, ClientError, ClientRequest, ProtocolName
 from contextfold.proxy.config import ProxyConfig
@@ -159,6 +166,7 @@ def create_app(
     ``httpx.ASGITransport``, a test needs no socket and no server thread).
     """
     holder: dict[str, ProxyState] = {}
+    seals: dict[str, CompactionSeal] = {}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -167,6 +175,7 @@ def create_app(
         async with httpx.AsyncClient(timeout=timeout, transport=upstream_transport) as http:
             state = ProxyState(config, store, Engines(config, store), http, config.salt())
             holder["state"] = state
+            seals["seal"] = CompactionSeal(state.salt)
             try:
                 yield
             finally:
@@ -235,7 +244,13 @@ def create_app(
             log["upstream_model"] = upstream_model
         passthrough = False
         if protocol == "responses":
-            client, passthrough = _continued(state, tenant, client)
+            client = responses_side.with_parsed(
+                client, open_compactions(client.parsed, seals["seal"], tenant)
+            )
+            client, passthrough = continued(state.answered, tenant, client)
+            if client.parsed.compaction_trigger:
+                return await compaction(request, raw, client, tenant, endpoint=False)
+        on_answered = remember(state.answered, tenant, client) if protocol == "responses" else None
         for upstream_protocol in _upstream_protocols(state, protocol):
             if passthrough and upstream_protocol != "responses":
                 raise ClientError(
@@ -254,7 +269,7 @@ def create_app(
                 tenant=tenant,
                 explicit_session=request.headers.get(SESSION_HEADER),
                 log=log,
-                on_answered=_remember(state, tenant, client) if protocol == "responses" else None,
+                on_answered=on_answered,
                 passthrough=passthrough,
             )
             request.state.exchange = run
@@ -308,14 +323,56 @@ def create_app(
     async def responses(request: Request, state: ProxyState) -> Response:
         return await exchange("responses", request, state)
 
+    async def compact(request: Request, state: ProxyState) -> Response:
+        """Codex's ``POST /v1/responses/compact`` (see :mod:`._codex_compaction`)."""
+        raw = await _read_body(request, config.max_request_bytes)
+        body, _ = _parse_json(raw)
+        client = responses_side.parse_request(body)
+        tenant = tenant_of(_credential(request), state.salt)
+        request.state.log.update(protocol="responses", model=client.model, tenant=tenant)
+        client = responses_side.with_parsed(
+            client, open_compactions(client.parsed, seals["seal"], tenant)
+        )
+        return await compaction(request, raw, client, tenant, endpoint=True)
+
+    async def compaction(
+        request: Request, raw: bytes, client: ClientRequest, tenant: str, *, endpoint: bool
+    ) -> Response:
+        """A compaction Codex asked for: passed through to OpenAI itself, else the proxy's own
+        (one sealed ``compaction`` item; ``/compact`` keeps the user's messages before it)."""
+        openai_itself = (
+            first_party("responses", config.upstream)
+            and _upstream_protocols(state(), "responses")[0] == "responses"
+        )
+        request.state.log["compaction"] = "passed through" if openai_itself else "contextfold"
+        if openai_itself:
+            return await _forward(request, raw)
+        conversation = [m for group in client.read() for m in group]
+        output = await anyio.to_thread.run_sync(
+            lambda: compacted_output(
+                client.parsed, conversation, seals["seal"], tenant, keep_user_items=endpoint
+            )
+        )
+        if endpoint:
+            return JSONResponse({"output": output})
+        writer = responses_side.writer(client, config.model or client.model)
+        events = [e for item in output for e in writer.feed(ProviderItem(item))]
+        events += writer.finish("stop", Usage())
+        if client.stream:
+            return Response(b"".join(events), media_type="text/event-stream")
+        return JSONResponse(writer.body())
+
     async def passthrough(request: Request, state: ProxyState) -> Response:
         """The client's question, asked upstream as is."""
-        body = await _read_body(request, config.max_request_bytes)
+        return await _forward(request, await _read_body(request, config.max_request_bytes))
+
+    async def _forward(request: Request, body: bytes) -> Response:
+        """``body`` on the client's method and path, asked upstream; the answer as it came."""
         url = config.upstream_url(request.url.path)
         if request.url.query:
             url += "?" + request.url.query
         try:
-            response = await state.http.request(
+            response = await state().http.request(
                 request.method,
                 url,
                 content=body or None,
@@ -426,6 +483,7 @@ def create_app(
         Route("/v1/messages/count_tokens", guarded("anthropic", count_tokens), methods=["POST"]),
         Route("/v1/chat/completions", guarded("openai", chat_completions), methods=["POST"]),
         Route("/v1/responses", guarded("responses", responses), methods=["POST"]),
+        Route("/v1/responses/compact", guarded("responses", compact), methods=["POST"]),
         Route("/v1/responses", guarded("responses", no_websocket), methods=["GET"]),
         WebSocketRoute("/v1/responses", _refuse_websocket),
         Route("/v1/models", guarded("openai", models), methods=["GET"]),
@@ -468,36 +526,6 @@ def _model_list(protocol: ProtocolName, names: list[str]) -> dict[str, Any]:
         {"id": n, "object": "model", "created": 0, "owned_by": "contextfold"} for n in names
     ]
     return {"object": "list", "data": listed}
-
-
-def _continued(state: ProxyState, tenant: str, client: ClientRequest) -> tuple[ClientRequest, bool]:
-    """A Responses request with ``previous_response_id``: its conversation continued when this
-    proxy answered that response; else the request as sent, and True: it goes upstream as it
-    is (the history lives where that response was made)."""
-    previous = client.parsed.previous_response_id if client.parsed is not None else None
-    if not previous:
-        return client, False
-    earlier = state.answered.get((tenant, previous))
-    if earlier is None:
-        logger.info("previous_response_id %s is not this proxy's: passed through", previous)
-        return client, True
-    return responses_side.with_history(client, earlier), False
-
-
-def _remember(
-    state: ProxyState, tenant: str, client: ClientRequest
-) -> Callable[[ClientWriter], None]:
-    """What records a Responses reply for a later ``previous_response_id``."""
-
-    def remember(writer: ClientWriter) -> None:
-        if not isinstance(writer, responses_side.Writer):
-            return
-        history = [m for group in client.read() for m in group]
-        state.answered[(tenant, writer.response_id)] = [*history, *writer.reply_messages()]
-        while len(state.answered) > ANSWERED_KEPT:
-            del state.answered[next(iter(state.answered))]
-
-    return remember
 
 
 def _forwarded(request: Request, *, json_body: bool = True) -> dict[str, str]:

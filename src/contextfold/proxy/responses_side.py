@@ -51,6 +51,7 @@ __all__ = [
     "upstream_body",
     "upstream_error",
     "with_history",
+    "with_parsed",
     "writer",
 ]
 
@@ -104,6 +105,11 @@ def with_history(client: ClientRequest, earlier: Sequence[Message]) -> ClientReq
     ``previous_response_id`` names)."""
     parsed: ResponsesRequest = client.parsed
     return _client_request(parsed, [*earlier, *parsed.messages])
+
+
+def with_parsed(client: ClientRequest, parsed: ResponsesRequest) -> ClientRequest:
+    """``client`` read again from ``parsed`` (its messages changed: a compaction item opened)."""
+    return client if parsed is client.parsed else _client_request(parsed, list(parsed.messages))
 
 
 def _client_request(parsed: ResponsesRequest, messages: list[Message]) -> ClientRequest:
