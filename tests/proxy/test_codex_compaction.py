@@ -122,7 +122,7 @@ async def test_a_compaction_trigger_is_answered_with_the_proxys_own_sealed_item(
             "/v1/responses", json=body([*history(), {"type": "compaction_trigger"}])
         )
         seen = events(answer)
-        assert [e["type"] for e in seen][0] == "response.created"
+        assert seen[0]["type"] == "response.created"
         assert seen[-1]["type"] == "response.completed"
         done = [e["item"] for e in seen if e["type"] == "response.output_item.done"]
         assert [i["type"] for i in done] == ["compaction"]
@@ -140,7 +140,7 @@ async def test_a_compaction_trigger_is_answered_with_the_proxys_own_sealed_item(
         ]
         answer = await client.post("/v1/responses", json=body(follow))
         assert events(answer)[-1]["type"] == "response.completed"
-    protocol, sent = script.bodies[-1]
+    _, sent = script.bodies[-1]
     readable = texts(sent.get("input") or sent.get("messages"))
     assert "Summary of the earlier conversation" in readable
     assert "cat inventory/stock.py" in readable  # the summary's command, read by the model
