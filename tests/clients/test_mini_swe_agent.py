@@ -110,7 +110,6 @@ def test_mini_swe_agent_direct(
     assert not problems, "\n\n".join(problems)
 
 
-@pytest.mark.xfail(strict=False, reason="issue 26: newest results offloaded at 12k")
 def test_mini_swe_agent_through_the_proxy(
     mswea: Path, dirs: tuple[Path, Path], show: Callable[[str], None]
 ) -> None:

@@ -175,10 +175,6 @@ def test_opencode_direct(
     assert not problems, "\n\n".join(problems)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 26: newest results offloaded; engine tools added to the title request",
-)
 def test_opencode_through_the_proxy(
     opencode: str, dirs: tuple[Path, Path], show: Callable[[str], None]
 ) -> None:
