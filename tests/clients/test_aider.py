@@ -231,26 +231,7 @@ def test_aider_direct(
     assert not problems, "\n\n".join(problems)
 
 
-@pytest.mark.parametrize(
-    "window",
-    [
-        pytest.param(
-            16_000,
-            marks=pytest.mark.xfail(
-                strict=False,
-                reason="issue 26: the file message cut at 16k; every request a new session",
-            ),
-        ),
-        pytest.param(
-            30_000,
-            marks=pytest.mark.xfail(
-                strict=False,
-                reason="issue 26: every request a new session with no parent; engine "
-                "tools added to requests without tools",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("window", [16_000, 30_000])
 def test_aider_through_the_proxy(
     aider: Path, dirs: tuple[Path, Path], window: int, show: Callable[[str], None]
 ) -> None:

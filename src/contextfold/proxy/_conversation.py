@@ -7,7 +7,7 @@ Everything here is synchronous and touches the store; the server runs it on work
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 
 from contextfold.engine import ContextEngine, PreparedRequest, Session
@@ -78,6 +78,8 @@ class Conversation:
         self.client = client
         self.explicit_session = explicit_session
         self.heads = chain_heads(client.digests)
+        self.known_heads: dict[str, tuple[str, int]] = {}
+        """The request's prefixes the store held when it was located."""
         self.session: Session | None = None
         self.forked_from: str | None = None
         self.appended = 0
@@ -119,9 +121,8 @@ class Conversation:
             else:
                 session_id, start, stored_head = found
                 session = self._resume(session_id, stored_head)
-            _append(session, self.client.read(start))
+            self._append(session, start)
             self.appended = len(self.heads) - start
-            self._record(session, self.heads[-1], len(self.heads))
         self.session = session
         return session
 
@@ -179,7 +180,7 @@ class Conversation:
         """
         if self.explicit_session is not None:
             return self._locate_explicit(self.explicit_session)
-        found = self.store.find_proxy_heads(self.tenant, self.heads)
+        found = self._find_heads()
         for count in range(len(self.heads), 0, -1):
             hit = found.get(self.heads[count - 1])
             if hit is None:
@@ -191,6 +192,28 @@ class Conversation:
             self.forked_from = session_id
             return None
         return None
+
+    def _find_heads(self) -> dict[str, tuple[str, int]]:
+        """The request's prefixes the tenant has recorded (kept: the append records only the
+        others)."""
+        self.known_heads = self.store.find_proxy_heads(self.tenant, self.heads)
+        return self.known_heads
+
+    def _append(self, session: Session, start: int) -> None:
+        """The client's messages from ``start`` on, appended in order, each prefix recorded as
+        it is reached (a prefix another session holds already stays that session's): a later
+        request that shares only part of this history (aider moves its file message after the
+        history each turn; a client that rewrites a turn) forks from the session holding its
+        longest prefix instead of starting one with no parent. The whole history is recorded
+        last, as where this request stands."""
+        total = len(self.heads)
+        for count, group in enumerate(self.client.read(start), start + 1):
+            for message in group:
+                session.add(message)
+            head = self.heads[count - 1]
+            if count < total and head not in self.known_heads:
+                self._record(session, head, count)
+        self._record(session, self.heads[-1], total)
 
     def _locate_explicit(self, session_id: str) -> tuple[str, int, tuple[int, int]] | None:
         not_found = ClientError(
@@ -206,7 +229,7 @@ class Conversation:
         if owner != self.tenant or self.tenant == ANONYMOUS:
             raise not_found
         stored_head = self.store.session_head(session_id)
-        found = self.store.find_proxy_heads(self.tenant, self.heads)
+        found = self._find_heads()
         for count in range(len(self.heads), 0, -1):
             hit = found.get(self.heads[count - 1])
             if hit == (session_id, stored_head[0]) and self._claim(session_id):
@@ -309,8 +332,7 @@ class Conversation:
         self.forked_from = self.current.id
         with self.store.atomic():
             session = self._new_session()
-            _append(session, self.client.read(0))
-            self._record(session, self.heads[-1], len(self.heads))
+            self._append(session, 0)
         self.appended = len(self.heads)
         self.session = session
 
@@ -378,10 +400,3 @@ class Conversation:
         session = self.current
         self._record(session, extend_head(self.heads[-1], visible), len(self.heads) + 1)
         self.store.add_to_metadata(session.id, METADATA_KEY, {**tally, "requests": 1})
-
-
-def _append(session: Session, groups: Sequence[Sequence[Message]]) -> None:
-    """The client's messages, one group per wire message, appended in order."""
-    for group in groups:
-        for message in group:
-            session.add(message)
