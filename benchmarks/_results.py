@@ -29,7 +29,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 FIGURES = ROOT / "benchmarks" / "results.json"
-SHARED_DATA = ROOT.parent / "shared" / "data"
+SHARED_DATA = Path(os.environ.get("CONTEXTFOLD_SHARED_DATA") or ROOT.parent / "shared" / "data")
+"""The shared corpus: ``../shared/data`` beside the repository, or the folder
+``$CONTEXTFOLD_SHARED_DATA`` names (a checkout elsewhere, a corpus of your own laid out alike)."""
 TRAJECTORIES = SHARED_DATA / "trajectories"
 
 _HEADER = """# Benchmark results

@@ -40,12 +40,17 @@ request over the window for any preset.
 Writes two sections of RESULTS.md: ``cache`` (tokens, prefix reuse, cost) and ``compaction``
 (compactions, CPU, retention, ratios). ``python -m benchmarks.cache`` runs this same script.
 
-Run: ``python -m benchmarks.compaction [--quick] [--write]`` (quick: two small transcripts per
-corpus, nothing written unless ``--write``).
+Run: ``python -m benchmarks.compaction [--quick] [--write] [--transcripts DIR] [--methods A,B]
+[--workers N]`` (quick: two small transcripts per corpus, nothing written unless ``--write``;
+``--transcripts``: replay the transcripts under a folder of your own instead of the shared ones;
+``--methods``: a subset of the methods, the default preset always among them; ``--workers``:
+processes, one per core by default). A run on other transcripts or a subset of methods prints
+its tables and writes nothing.
 """
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing
 import os
 import statistics
@@ -144,11 +149,11 @@ GROUNDING_HELD_BACK = (
 )
 
 
-def corpus(quick: bool) -> Iterator[tuple[str, Transcript]]:
-    """(corpus name, transcript) for every shared transcript; a few small ones when quick."""
-    root = require_shared_data()
-    for name in CORPORA:
-        folder = root / name
+def corpus(quick: bool, root: Path | None = None) -> Iterator[tuple[str, Transcript]]:
+    """(corpus name, transcript) for every shared transcript, or for every transcript under
+    ``root`` (each folder holding transcripts is a corpus); a few small ones when quick."""
+    folders = _corpus_folders(root) if root is not None else _shared_folders()
+    for name, folder in folders:
         files = sorted(p for p in folder.iterdir() if p.suffix in (".json", ".jsonl"))
         if quick:
             files = [p for p in files if p.stat().st_size < QUICK_MAX_BYTES][:QUICK_PER_CORPUS]
@@ -159,6 +164,44 @@ def corpus(quick: bool) -> Iterator[tuple[str, Transcript]]:
                     break
                 taken += 1
                 yield name, transcript
+
+
+def _shared_folders() -> list[tuple[str, Path]]:
+    root = require_shared_data()
+    return [(name, root / name) for name in CORPORA]
+
+
+def _corpus_folders(root: Path) -> list[tuple[str, Path]]:
+    """``root`` and every folder under it that holds ``.json`` or ``.jsonl`` files, each named
+    by its path under ``root``."""
+    found = []
+    for folder in sorted({root, *(p for p in root.rglob("*") if p.is_dir())}):
+        if any(p.suffix in (".json", ".jsonl") for p in folder.iterdir() if p.is_file()):
+            name = str(folder.relative_to(root)) if folder != root else root.name
+            found.append((name, folder))
+    return found
+
+
+def _methods(text: str) -> tuple[str, ...]:
+    """The methods ``--methods`` names (comma-separated), the default preset first."""
+    wanted = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in wanted if name not in METHODS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown method {', '.join(map(repr, unknown))}; the methods are: "
+            + ", ".join(METHODS)
+        )
+    return tuple(dict.fromkeys([DEFAULT_PRESET, *wanted]))
+
+
+def _workers(text: str) -> int:
+    try:
+        workers = int(text)
+    except ValueError:
+        workers = 0
+    if workers < 1:
+        raise argparse.ArgumentTypeError(f"--workers takes a number of processes, got {text!r}")
+    return workers
 
 
 # --------------------------------------------------------------------------------------------------
@@ -307,6 +350,18 @@ class Measured:
     transcripts: int = 0
     big_transcripts: dict[int, int] = field(default_factory=dict)
     """Per window: the transcripts larger than its effective window."""
+    methods: tuple[str, ...] = METHODS
+    """The methods replayed (``--methods``: a subset, the default preset always among them)."""
+
+    @property
+    def ours(self) -> tuple[str, ...]:
+        """Our presets and variants among :attr:`methods`."""
+        return tuple(name for name in self.methods if name in OURS)
+
+    @property
+    def others(self) -> tuple[str, ...]:
+        """The peers and baselines among :attr:`methods`."""
+        return tuple(name for name in self.methods if name not in OURS)
 
 
 def _full_tokens(transcript: Transcript, counter_tokens: Callable[..., int]) -> int:
@@ -330,7 +385,9 @@ class _TranscriptRuns:
 
 
 def _replay_every_method(
-    item: tuple[str, Transcript], windows: Sequence[int] = WINDOWS
+    item: tuple[str, Transcript],
+    windows: Sequence[int] = WINDOWS,
+    methods: Sequence[str] = METHODS,
 ) -> _TranscriptRuns:
     corpus_name, transcript = item
     probes = probes_for(transcript.messages)
@@ -344,7 +401,7 @@ def _replay_every_method(
         effective = ContextBudget.for_model(info).effective_window
         full = _full_tokens(transcript, counter.count_request)
         first: dict[str, int] = {}
-        for method in METHODS:
+        for method in methods:
             if method in OURS:
                 variant = VARIANTS.get(method)
                 preset, policy = variant or (preset_named(method), REPLAY_POLICY)
@@ -375,12 +432,13 @@ def measure(
     transcripts: Sequence[tuple[str, Transcript]],
     windows: Sequence[int] = WINDOWS,
     workers: int = 1,
+    methods: Sequence[str] = METHODS,
 ) -> Measured:
     """Replay every transcript with every method at every window, in ``workers`` processes
     (each transcript's runs are independent; the pooling happens here, in transcript order)."""
-    out = Measured(transcripts=len(transcripts))
+    out = Measured(transcripts=len(transcripts), methods=tuple(methods))
     started = time.perf_counter()
-    replay_one = partial(_replay_every_method, windows=windows)
+    replay_one = partial(_replay_every_method, windows=windows, methods=tuple(methods))
     with ExitStack() as stack:
         if workers > 1:
             context = multiprocessing.get_context("fork")
@@ -427,7 +485,7 @@ def cache_table(m: Measured, windows: Sequence[int]) -> str:
     assert anthropic.input_price is not None
     rows = []
     for window in windows:
-        for method in METHODS:
+        for method in m.methods:
             p = m.pools[window, method]
             rows.append(
                 (
@@ -465,7 +523,7 @@ def cache_table(m: Measured, windows: Sequence[int]) -> str:
 def compaction_table(m: Measured, windows: Sequence[int]) -> str:
     rows = []
     for window in windows:
-        for method in METHODS:
+        for method in m.methods:
             p = m.pools[window, method]
             masks = f" / {p.masks:,}" if method in OURS else ""
             rows.append(
@@ -528,9 +586,7 @@ def best_other(
     m: Measured, window: int, value: Callable[[Pool], float | None], higher: bool
 ) -> tuple[str, float] | None:
     """The best peer or baseline on one figure at ``window``: (name, value)."""
-    found = [
-        (name, v) for name in other_methods() if (v := value(m.pools[window, name])) is not None
-    ]
+    found = [(name, v) for name in m.others if (v := value(m.pools[window, name])) is not None]
     if not found:
         return None
     return (max if higher else min)(found, key=lambda item: item[1])
@@ -539,7 +595,7 @@ def best_other(
 def ratio_table(m: Measured, windows: Sequence[int]) -> str:
     rows = []
     for window in windows:
-        for preset in DEFAULT_PRESETS:
+        for preset in (p for p in DEFAULT_PRESETS if p in m.methods):
             cells: list[object] = [f"{window // 1000}k", preset]
             for _, value, higher in RATIO_METRICS:
                 ours = value(m.pools[window, preset])
@@ -619,7 +675,7 @@ def plot_points(m: Measured, windows: Sequence[int]) -> list[PlotPoint]:
             m.pools[w, name].over_window,
         )
         for w in windows
-        for name in METHODS
+        for name in m.methods
         if (w, name) in m.pools
     ]
 
@@ -643,7 +699,7 @@ def goal_table(m: Measured, windows: Sequence[int]) -> str:
     rows = []
     for w in windows:
         ours = m.pools[w, DEFAULT_PRESET]
-        cheapest = _cheapest_fitting(m, w, other_methods())
+        cheapest = _cheapest_fitting(m, w, m.others)
         grounded = best_other(m, w, lambda p: p.grounded(), True)
         facts = best_other(m, w, lambda p: p.retention(), True)
         rows.append(
@@ -690,12 +746,12 @@ def targets(m: Measured, windows: Sequence[int]) -> list[dict[str, object]]:
             f"lowest corpus at {worst // 1000}k: {low[1]} at {m.by_corpus[low].reuse:.1%} "
             f"({m.by_corpus[low].compactions} compactions, {m.by_corpus[low].masks} mask batches)"
         )
-    ours_over = {(w, p): m.pools[w, p].over_window for w in windows for p in OURS}
-    requests = sum(m.pools[w, p].requests for w in windows for p in OURS)
+    ours_over = {(w, p): m.pools[w, p].over_window for w in windows for p in m.ours}
+    requests = sum(m.pools[w, p].requests for w in windows for p in m.ours)
     over = sum(ours_over.values())
     others = ", ".join(
         f"{_short(name)} {sum(m.pools[w, name].over_window for w in windows):,}"
-        for name in other_methods()
+        for name in m.others
     )
     over_held = ""
     if over:
@@ -730,7 +786,7 @@ def _goal_targets(m: Measured, windows: Sequence[int]) -> list[dict[str, object]
     cost_met = quality_met = True
     for w in windows:
         ours = m.pools[w, DEFAULT_PRESET]
-        cheapest = _cheapest_fitting(m, w, other_methods())
+        cheapest = _cheapest_fitting(m, w, m.others)
         if cheapest is not None:
             ratio = ours.cost_with_summaries / cheapest[1]
             cost_met &= ratio <= 1
@@ -783,18 +839,49 @@ def _goal_targets(m: Measured, windows: Sequence[int]) -> list[dict[str, object]
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = benchmark_arguments(__doc__.splitlines()[0])
+    parser.add_argument(
+        "--transcripts",
+        type=Path,
+        metavar="DIR",
+        help="replay the transcripts under DIR (any format contextfold.transcripts reads; each "
+        "folder holding some is a corpus) instead of the shared ones",
+    )
+    parser.add_argument(
+        "--methods",
+        type=_methods,
+        metavar="NAME,NAME",
+        help=f"replay only these methods ({DEFAULT_PRESET} is always among them); one of: "
+        + ", ".join(METHODS),
+    )
+    parser.add_argument(
+        "--workers",
+        type=_workers,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="processes replaying transcripts side by side (default: one per core)",
+    )
     args = parser.parse_args(argv)
+    if args.transcripts is not None and not args.transcripts.is_dir():
+        parser.error(f"--transcripts: {args.transcripts} is not a folder")
+    partial_run = args.transcripts is not None or args.methods is not None
+    if partial_run and args.write:
+        parser.error("--write records the full run only (no --transcripts or --methods)")
+    if partial_run:
+        args.write = False
+    methods = args.methods or METHODS
     warnings.simplefilter("ignore", SQLiteVersionWarning)
     started = time.perf_counter()
-    transcripts = list(corpus(args.quick))
+    transcripts = list(corpus(args.quick, args.transcripts))
+    if not transcripts:
+        parser.error(f"no transcript found under {args.transcripts}")
     print(
         f"compaction: {len(transcripts)} transcripts x {len(WINDOWS)} windows x "
-        f"{len(METHODS)} methods",
+        f"{len(methods)} methods, {args.workers} workers",
         flush=True,
     )
     for missing in missing_peers():
         print(f"  left out (not installed): {missing}", flush=True)
-    m = measure(transcripts, workers=os.cpu_count() or 1)
+    m = measure(transcripts, workers=args.workers, methods=methods)
     cache = cache_table(m, WINDOWS)
     compaction = compaction_table(m, WINDOWS)
     ratios = ratio_table(m, WINDOWS)

@@ -119,9 +119,34 @@ def _item(part: object, defaults: ArgumentDefaults | None) -> list[object]:
     return ["other", type(part).__name__]
 
 
+DIGEST_MEMO_SIZE = 8_192
+"""Messages whose digest is remembered (see :func:`message_digest`)."""
+_digests: dict[tuple[str, tuple[object, ...]], bytes] = {}
+
+
 def message_digest(message: Message, defaults: ArgumentDefaults | None = None) -> bytes:
     """The digest of a neutral message: the same message converted from a framework's types
-    twice digests alike."""
+    twice digests alike.
+
+    Remembered by the message's role and parts (frozen values): a framework hands over its
+    whole history on every call, converted anew each time but made of the same strings, whose
+    hashes Python keeps, so a lookup costs no pass over a long output (the canonical JSON a
+    digest is taken of does). Not with ``defaults``, which change what the digest means."""
+    if defaults is not None:
+        return _message_digest(message, defaults)
+    key = (message.role, message.parts)
+    try:
+        found = _digests.get(key)
+    except TypeError:  # a part holding a mapping (a summary's sections): not remembered
+        return _message_digest(message, None)
+    if found is None:
+        if len(_digests) >= DIGEST_MEMO_SIZE:
+            _digests.clear()
+        found = _digests[key] = _message_digest(message, None)
+    return found
+
+
+def _message_digest(message: Message, defaults: ArgumentDefaults | None) -> bytes:
     items = [
         _item(p, defaults)
         for p in message.parts

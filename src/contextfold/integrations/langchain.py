@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
-from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -39,6 +39,7 @@ from contextfold.hosts.sync import HistorySync
 from contextfold.integrations._langchain_messages import (
     from_message,
     from_messages,
+    to_message,
     to_messages,
 )
 from contextfold.messages import Message, ThinkingPart
@@ -78,6 +79,7 @@ class ContextFoldMiddleware(AgentMiddleware):
         self.title = title
         self._default = HistorySync(engine, session, title=title)
         self._threads: dict[str, HistorySync] = {}
+        self._converted: dict[int, tuple[BaseMessage, Message]] = {}
         self.tools: Sequence[BaseTool] = [self._read_result_tool()]
 
     # -- conversations ---------------------------------------------------------------------------
@@ -135,17 +137,41 @@ class ContextFoldMiddleware(AgentMiddleware):
         await asyncio.to_thread(self._record, sync, request, response)
         return response
 
+    def _neutral(self, messages: Sequence[BaseMessage]) -> list[Message]:
+        """``messages`` as contextfold messages (as :func:`to_messages` makes them), each message
+        object converted once: the graph state hands the model the same objects call after
+        call, and converting the whole history again (three times a call) was most of what the
+        middleware added to a call. The objects of the latest history are remembered (held, so
+        their ids cannot be reused); LangChain messages are not changed in place once in the
+        state."""
+        known = self._converted
+        fresh: dict[int, tuple[BaseMessage, Message]] = {}
+        names: dict[str, str] = {}
+        out: list[Message] = []
+        for message in messages:
+            if isinstance(message, AIMessage):
+                names.update({c["id"]: c["name"] for c in message.tool_calls if c["id"]})
+            hit = known.get(id(message))
+            neutral = hit[1] if hit is not None and hit[0] is message else None
+            if neutral is None:
+                neutral = to_message(message, names)
+            fresh[id(message)] = (message, neutral)
+            out.append(neutral)
+        self._converted = fresh
+        return out
+
     def _viewed(self, sync: HistorySync, request: ModelRequest[Any]) -> ModelRequest[Any]:
         system = request.system_message
+        neutral = self._neutral(request.messages)
         prepared = sync.prepare(
-            to_messages(request.messages),
+            neutral,
             system=system.text if system is not None else None,
             tools=[tool_spec(t) for t in request.tools],
             # read_result is one of request.tools already (this middleware registers it).
             engine_tools=False,
         )
         return request.override(
-            messages=_view_messages(prepared, request.messages),
+            messages=_view_messages(prepared, request.messages, neutral),
             system_message=_view_system(prepared, system),
         )
 
@@ -153,7 +179,7 @@ class ContextFoldMiddleware(AgentMiddleware):
         self, sync: HistorySync, request: ModelRequest[Any], response: ModelResponse[Any]
     ) -> None:
         """Store the reply now: the last one of a run would otherwise wait for a next call."""
-        sync.update(to_messages([*request.messages, *response.result]))
+        sync.update(self._neutral([*request.messages, *response.result]))
 
     # -- read_result -----------------------------------------------------------------------------
 
@@ -201,12 +227,15 @@ def _unchanged_key(message: Message) -> tuple[bytes, tuple[ThinkingPart, ...]]:
     return message_digest(message), tuple(message.parts_of(ThinkingPart))
 
 
-def _view_messages(prepared: PreparedRequest, history: Sequence[AnyMessage]) -> list[AnyMessage]:
+def _view_messages(
+    prepared: PreparedRequest, history: Sequence[AnyMessage], neutral: Sequence[Message]
+) -> list[AnyMessage]:
     """The view as LangChain messages: the original object for every message the engine left
-    as it was (nothing of it lost), a converted one where the engine rewrote it."""
+    as it was (nothing of it lost), a converted one where the engine rewrote it (``neutral``:
+    ``history`` converted)."""
     originals = {
-        _unchanged_key(neutral): original
-        for neutral, original in zip(to_messages(history), history, strict=True)
+        _unchanged_key(converted): original
+        for converted, original in zip(neutral, history, strict=True)
     }
     out: list[AnyMessage] = []
     for message in prepared.messages:
