@@ -15,11 +15,12 @@ from typing import Any
 import httpx
 import pytest
 
+from contextfold.errors import StoreError
 from contextfold.proxy import ProxyConfig, create_app
 from contextfold.proxy.app import log_to
-from contextfold.store import open_store
+from contextfold.store import SQLiteStore, open_store
 from tests.proxy.servers import serve
-from tests.proxy.upstreams import Reply, ScriptedUpstream
+from tests.proxy.upstreams import Reply, ScriptedUpstream, ToolCall
 
 pytestmark = pytest.mark.filterwarnings("ignore::contextfold.store.SQLiteVersionWarning")
 
@@ -134,3 +135,56 @@ def test_the_access_log_is_private_and_redacts_what_the_client_sent(tmp_path: Pa
     lines = [json.loads(line) for line in text.splitlines()]
     assert len(lines) >= 2
     assert all(len(v) <= 201 for line in lines for v in line.values() if isinstance(v, str))
+
+
+def test_a_reply_calling_engine_and_client_tools_is_one_write_with_its_head(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reply that calls an engine tool and a client tool is the client's: it, the engine
+    tool's answer and the head the client's next request will carry commit together. A failure
+    at the last of those writes (a crash there) leaves none of them, and the client's retry
+    goes on in the same session instead of forking it."""
+    both = Reply(
+        text="reading",
+        tool_calls=[
+            ToolCall("engine_1", "read_result", {"ref": "blob_nope"}),
+            ToolCall("client_1", "bash", {"cmd": "ls"}),
+        ],
+    )
+    upstream = ScriptedUpstream(lambda protocol, body: both)
+    store_path = tmp_path / "proxy.db"
+    body = {
+        **_body([{"role": "user", "content": "list the files"}]),
+        "tools": [{"name": "bash", "input_schema": {"type": "object", "properties": {}}}],
+    }
+    failing = {"left": 1}
+    real = SQLiteStore.add_to_metadata
+
+    def add_to_metadata(self: SQLiteStore, *args: Any, **kwargs: Any) -> None:
+        if failing["left"]:
+            failing["left"] -= 1
+            raise StoreError("the disk went away")
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(SQLiteStore, "add_to_metadata", add_to_metadata)
+    with serve(upstream) as upstream_url:
+        config = ProxyConfig(
+            upstream=upstream_url, window=16_000, store=store_path, tenant_salt=b"s"
+        )
+        with serve(create_app(config)) as url:
+            headers = {"x-api-key": "both"}
+            failed = httpx.post(url + "/v1/messages", json=body, headers=headers)
+            assert failed.status_code == 500
+            with open_store(store_path) as store:
+                [session] = store.list_sessions()
+                roles = [m.role for _, m in store.iter_messages(session.id)]
+            assert roles == ["user"]  # the reply, the engine's answer and the head: none
+            retried = httpx.post(url + "/v1/messages", json=body, headers=headers)
+    assert retried.status_code == 200
+    assert [b["name"] for b in retried.json()["content"] if b["type"] == "tool_use"] == ["bash"]
+    with open_store(store_path) as store:
+        [again] = store.list_sessions()
+        assert again.id == session.id == retried.headers["x-contextfold-session"]
+        stored = [m for _, m in store.iter_messages(session.id)]
+        assert [m.role for m in stored] == ["user", "assistant", "tool"]
+        assert store.check_integrity() == []

@@ -15,7 +15,6 @@ from contextfold.errors import ConcurrentWriteError, ContextOverflowError, Sessi
 from contextfold.messages import Message, ToolResultPart
 from contextfold.proxy._engines import ProxyStore
 from contextfold.proxy._identity import ANONYMOUS, chain_heads, extend_head
-from contextfold.proxy._in_flight import InFlight
 from contextfold.proxy._kept_sessions import KeptSessions
 from contextfold.proxy._latest_turn import latest_turn_missing
 from contextfold.proxy._wire import ClientError, ClientRequest, RoundReply
@@ -67,12 +66,11 @@ class Conversation:
         *,
         explicit_session: str | None = None,
         kept: KeptSessions | None = None,
-        in_flight: InFlight | None = None,
     ) -> None:
         self.engine = engine
         self.kept = kept
-        self.in_flight = in_flight
         self.claimed: set[str] = set()
+        """The sessions this request holds the store's claim on (see :meth:`_claim`)."""
         self.store = store
         self.tenant = tenant
         self.client = client
@@ -127,21 +125,23 @@ class Conversation:
         return session
 
     def _claim(self, session_id: str) -> bool:
-        """Take the session for this request; False when another request of this worker is
-        answering in it (this one then forks, and its header names the fork)."""
-        if self.in_flight is None or session_id in self.claimed:
+        """Take the session for this request; False when another request, of any worker on
+        this store, is answering in it. This one then forks at once: the session header of a
+        stream goes out before its reply exists, and must name the session that will hold it.
+        The store's claim ends with its holder, so a worker killed mid-request leaves no
+        session claimed (see ``contextfold.store._claims``)."""
+        if session_id in self.claimed:
             return True
-        if not self.in_flight.claim(session_id):
+        if not self.store.claim_session(session_id):
             return False
         self.claimed.add(session_id)
         return True
 
     def end(self) -> None:
-        """The request is over, answered or not: its sessions are free for the next one."""
-        if self.in_flight is not None:
-            for session_id in self.claimed:
-                self.in_flight.release(session_id)
-        self.claimed.clear()
+        """The request's reply is recorded, or the request is over however it ended: its
+        sessions are free for the next request. Safe to call again."""
+        while self.claimed:
+            self.store.release_session(self.claimed.pop())
 
     def _record(self, session: Session, head: str, messages: int) -> None:
         """Note that ``session``, as it now stands, holds the client's first ``messages``."""

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import anyio.to_thread
 import httpx
 from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from contextfold.chat import (
     ChatRequest,
@@ -40,7 +41,6 @@ from contextfold.messages import Message, ThinkingPart, Usage
 from contextfold.model_registry import Provider
 from contextfold.proxy._conversation import ENGINE_TOOL_NAMES, Conversation
 from contextfold.proxy._engines import Engines, ProxyStore
-from contextfold.proxy._in_flight import InFlight
 from contextfold.proxy._request_json import KnownMessages
 from contextfold.proxy._wire import (
     ClientError,
@@ -68,10 +68,6 @@ __all__ = [
 logger = logging.getLogger("contextfold.proxy")
 
 SESSION_HEADER = "x-contextfold-session"
-
-_CLAIM_LAPSE = 600.0
-"""Seconds after which a claim on a session lapses if its request never ended (see
-:mod:`._in_flight`)."""
 
 
 class ClientWriter(Protocol):
@@ -131,7 +127,6 @@ class ProxyState:
     engines: Engines
     http: httpx.AsyncClient
     salt: bytes
-    in_flight: InFlight = field(default_factory=lambda: InFlight(lapse=_CLAIM_LAPSE))
     digests: DigestCache = field(default_factory=DigestCache)
     """Digests of the messages clients sent, by their exact text (they resend them all)."""
     served: dict[str, bool] = field(default_factory=dict)
@@ -233,7 +228,6 @@ class Exchange:
             self.client,
             explicit_session=self.explicit_session,
             kept=made.kept,
-            in_flight=self.state.in_flight,
         )
         response: Response | None = None
         try:
@@ -245,7 +239,7 @@ class Exchange:
             raise
         finally:
             if not isinstance(response, StreamingResponse):  # a stream frees them as it ends
-                conversation.end()
+                await _end(conversation)
 
     async def _answer(self, conversation: Conversation) -> Response:
         # Made first: a refusal before any round is written by it too (a Responses stream).
@@ -255,10 +249,11 @@ class Exchange:
         response = await self._call(flow, body)
         relay = _Relay(writer, ENGINE_TOOL_NAMES if conversation.engine_tools else ())
         if self.client.stream:
-            # Sent before the reply exists: the session was claimed when it was opened, so no
-            # other request of this worker can take the reply's place in it.
-            return StreamingResponse(
+            # Sent before the reply exists: the session was claimed in the store when it was
+            # opened, so no other request, of any worker, can take the reply's place in it.
+            return _ClaimedStream(
                 self._rounds(flow, response, relay, conversation),
+                conversation,
                 media_type="text/event-stream",
                 headers={SESSION_HEADER: conversation.current.id},
             )
@@ -299,7 +294,9 @@ class Exchange:
             self._count(reply)
             # A final reply and the head the client's next request will carry are one write: a
             # crash between them would make the retry fork a session that only holds its answer.
-            final = not reply.engine_calls
+            # A reply that also calls the client's tools is final, whatever engine tools it calls
+            # besides (they are answered inside the same write).
+            final = not reply.engine_calls or reply.client_calls > 0
             with self.state.store.atomic() if final else contextlib.nullcontext():
                 more = conversation.add_reply(reply)
                 if not more:
@@ -308,6 +305,8 @@ class Exchange:
                 body = self._body_for(conversation, rounds)
                 continue
             conversation.release()
+            # Recorded: the client's next turn may come before the last bytes of this one.
+            conversation.end()
             self.log["rounds"] = rounds
             return
 
@@ -509,8 +508,7 @@ class Exchange:
                     yield out
         finally:
             await response.aclose()
-            if self.client.stream:
-                conversation.end()
+            if self.client.stream:  # (its claims are given back by _ClaimedStream)
                 write_access_log(self.log, self.tally)
 
     async def _read(self, response: httpx.Response) -> AsyncIterator[tuple[bytes, list[WireEvent]]]:
@@ -538,6 +536,31 @@ class Exchange:
                 kind="upstream",
             )
         self._reply = decoder.response()
+
+
+class _ClaimedStream(StreamingResponse):
+    """A streamed reply that gives its conversation's claims back when the response is over,
+    however it ends: finished, failed, cancelled, or the client gone before the first byte (its
+    body's generator then never runs, nor the cleanup inside it)."""
+
+    def __init__(
+        self, content: AsyncIterator[bytes], conversation: Conversation, **kwargs: Any
+    ) -> None:
+        super().__init__(content, **kwargs)
+        self.conversation = conversation
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await _end(self.conversation)
+
+
+async def _end(conversation: Conversation) -> None:
+    """``conversation.end()`` off the event loop (a claim on PostgreSQL is a query), even while
+    the request is being cancelled."""
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(conversation.end)
 
 
 class _Relay:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -192,7 +193,12 @@ def create_app(
         error format and logged (never a traceback to the client)."""
 
         async def endpoint(request: Request) -> Response:
-            log: dict[str, Any] = {"method": request.method, "path": request.url.path}
+            # ``worker``: which process of ``--workers N`` served it.
+            log: dict[str, Any] = {
+                "method": request.method,
+                "path": request.url.path,
+                "worker": os.getpid(),
+            }
             started = time.perf_counter()
             try:
                 if (

@@ -32,6 +32,7 @@ from contextfold.outputs.blobs import BlobInfo, blob_info
 from contextfold.redaction.redactor import redact_text
 from contextfold.store import _codec, _reads
 from contextfold.store._async import AsyncStoreMixin
+from contextfold.store._claims import Claims, ProcessClaims
 from contextfold.store._export import export_session
 from contextfold.store._integrity import check_rows, proxy_damage
 from contextfold.store._queries import (
@@ -75,6 +76,8 @@ class SQLStore(AsyncStoreMixin, ABC):
         self._encoded = _codec.EncodedMessages(redact=redact)
         self._held = threading.local()  # this thread's atomic transaction, inside atomic()
         self._states = _codec.EncodedStates(redact=redact)
+        self._claims: Claims | None = None  # made at the first claim (see _claims)
+        self._claims_lock = threading.Lock()
         # What the schema, export and integrity helpers are given instead of the store.
         self._rows = Rows(self._transaction, batch_size)
 
@@ -146,6 +149,35 @@ class SQLStore(AsyncStoreMixin, ABC):
                 yield
             finally:
                 self._held.cursor = None
+
+    # -- claims on sessions (the proxy's: see _claims) --------------------------------------------
+
+    def claim_session(self, session_id: str) -> bool:
+        """Take ``session_id`` for one request; False at once when another request holds it, in
+        this process or any other on the same database. The claim lasts until
+        :meth:`release_session`, or until its holder dies (see :mod:`._claims`)."""
+        return self._session_claims().claim(session_id)
+
+    def release_session(self, session_id: str) -> None:
+        """Give back a claim :meth:`claim_session` took (nothing when none is held)."""
+        self._session_claims().release(session_id)
+
+    def _session_claims(self) -> Claims:
+        with self._claims_lock:
+            if self._claims is None:
+                with self._translate_errors():
+                    self._claims = self._make_claims()
+            return self._claims
+
+    def _make_claims(self) -> Claims:
+        """The backend's claims (what a store only this process can open needs)."""
+        return ProcessClaims()
+
+    def _close_claims(self) -> None:
+        with self._claims_lock:
+            claims, self._claims = self._claims, None
+        if claims is not None:
+            claims.close()
 
     def _migration_lock(self, cur: Cursor) -> None:
         """Serialize migrations across processes (a SQLite write transaction already does)."""

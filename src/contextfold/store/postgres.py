@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from contextfold.errors import ConfigError, MissingDependencyError, StoreError
+from contextfold.store._claims import Claims, claim_key
 from contextfold.store._queries import Cursor, DuplicateKeyError, TxMode
 from contextfold.store._sql import SQLStore
 
@@ -83,6 +84,35 @@ class _PgCursor:
             cur.executemany(_placeholders(sql), rows)
 
 
+class _AdvisoryClaims(Claims):
+    """Claims as session-level advisory locks, on a connection of their own: the server drops
+    them when that connection ends, with its process (see :mod:`._claims`)."""
+
+    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], namespace: str) -> None:
+        super().__init__()
+        self._connect = connect
+        self._namespace = namespace
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def _execute(self, sql: str, session_id: str) -> bool:
+        if self._conn is None or self._conn.closed:
+            # A new connection holds none of the old one's locks: they ended with it.
+            self._conn = self._connect()
+        row = self._conn.execute(sql, (claim_key(session_id, self._namespace),)).fetchone()
+        return bool(row and row[0])
+
+    def _take(self, session_id: str) -> bool:
+        return self._execute("SELECT pg_try_advisory_lock(%s)", session_id)
+
+    def _give(self, session_id: str) -> None:
+        self._execute("SELECT pg_advisory_unlock(%s)", session_id)
+
+    def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+
 class PostgresStore(SQLStore):
     """Sessions in PostgreSQL.
 
@@ -119,6 +149,7 @@ class PostgresStore(SQLStore):
         super().__init__(location=redact_url(url), redact=redact, batch_size=batch_size)
         self._psycopg, self._psycopg_pool = _import_psycopg()
         self.schema = schema
+        self._url, self._connect_timeout = url, max(1, int(connect_timeout))
         self._pool: ConnectionPool[Any] | None = self._psycopg_pool.ConnectionPool(
             url,
             min_size=min_size,
@@ -198,8 +229,19 @@ class PostgresStore(SQLStore):
         # the store's invariants are checked by the shared code.
         return []
 
+    def _make_claims(self) -> Claims:
+        def connect() -> psycopg.Connection[Any]:
+            conn: psycopg.Connection[Any] = self._psycopg.connect(
+                self._url, autocommit=True, connect_timeout=self._connect_timeout
+            )
+            return conn
+
+        return _AdvisoryClaims(connect, namespace=self.schema or "")
+
     def close(self) -> None:
         """Close the pool's connections; further calls fail clearly."""
+        if hasattr(self, "_claims_lock"):
+            self._close_claims()
         pool, self._pool = getattr(self, "_pool", None), None
         if pool is not None:
             pool.close()

@@ -33,10 +33,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from contextfold.errors import ConfigError, StoreCorruptError, StoreError
+from contextfold.store._claims import Claims, FileClaims, ProcessClaims
 from contextfold.store._queries import Cursor, DuplicateKeyError, TxMode
 from contextfold.store._schema import refuse_foreign
 from contextfold.store._sql import SQLStore
-from contextfold.store.sqlite_paths import read_only_uri, write_problem
+from contextfold.store.sqlite_paths import CLAIMS_SUFFIX, read_only_uri, write_problem
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT",
@@ -342,8 +343,14 @@ class SQLiteStore(SQLStore):
                 dest.close()
         return target
 
+    def _make_claims(self) -> Claims:
+        if not isinstance(self.path, Path) or sys.platform == "win32":
+            return ProcessClaims()  # in memory: no other process sees this store
+        return FileClaims(self.path.with_name(self.path.name + CLAIMS_SUFFIX))
+
     def close(self) -> None:
         """Close the connection (committed data is already safe); further calls fail clearly."""
+        self._close_claims()
         with self._lock:
             if self._conn is not None:
                 self._conn.close()

@@ -1,7 +1,8 @@
 """Where a SQLite store file can live: why a path cannot hold one, and how to only read it.
 
-A SQLite store writes its file and, in WAL mode, two files beside it (``-wal``, ``-shm``), so
-it needs its folder writable too. :func:`write_problem` says in words what stops that (a file
+A SQLite store writes its file and, in WAL mode, two files beside it (``-wal``, ``-shm``), and
+a proxy serving from it a third (``-claims``, empty: the locks of its sessions' claims), so it
+needs its folder writable too. :func:`write_problem` says in words what stops that (a file
 where a folder should be, a read-only file system, no permission), so the store can refuse with
 a message instead of SQLite's "unable to open database file". :func:`read_only_uri` opens a
 store that cannot be written for reading only.
@@ -13,7 +14,10 @@ import os
 from pathlib import Path
 from urllib.parse import quote
 
-__all__ = ["on_read_only_media", "read_only_uri", "write_problem"]
+__all__ = ["CLAIMS_SUFFIX", "on_read_only_media", "read_only_uri", "write_problem"]
+
+CLAIMS_SUFFIX = "-claims"
+"""The file beside a store whose byte ranges a proxy locks to claim sessions (``store._claims``)."""
 
 _WAL_SUFFIX = "-wal"
 _SHM_SUFFIX = "-shm"
