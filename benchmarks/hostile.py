@@ -7,11 +7,13 @@
    scripted upstream on loopback behind it. A case fails on a 5xx, on an error not
    in the protocol's own shape, or when a refused request changed the store. Afterwards a valid
    request of each protocol must still be answered.
-2. *Kills*: a client holds a conversation through a proxy process that is SIGKILLed at random
-   moments amid its requests, restarted on the same store, and sent the same request again
-   (``tests/proxy/kill_runs.py``), on SQLite and, when ``CONTEXTFOLD_TEST_POSTGRES_URL`` names
-   a server, PostgreSQL. Counted: replies the client got that the store lost, forks by kind,
-   and what ``check_integrity()`` reports (partial sessions, heads pointing nowhere).
+2. *Kills*: a client holds a conversation through a proxy process that is SIGKILLed amid its
+   requests (in turn: at a random moment of a JSON request; mid-reply in a stream; after the
+   reply and its head are recorded but before the stream ends), restarted on the same store,
+   and sent the same request again (``tests/proxy/kill_runs.py``), on SQLite and, when
+   ``CONTEXTFOLD_TEST_POSTGRES_URL`` names a server, PostgreSQL. Counted: replies the client got
+   that the store lost, forks by kind, and what ``check_integrity()`` reports (partial
+   sessions, heads pointing nowhere).
 
 Attacks on the agent's workspace have their own section, written by
 ``benchmarks/workspace_attacks.py`` ("Hostile input: the workspace").
@@ -43,13 +45,14 @@ from benchmarks._results import (
     write_section,
 )
 from tests.proxy.hostile_bodies import ProxyHarness, bodies, proxy_harness
-from tests.proxy.kill_runs import KillReport, kill_run
+from tests.proxy.kill_runs import MOMENTS, KillReport, kill_run
 
 FULL_CASES = 10_000
 QUICK_CASES = 100
 FULL_KILLS = 30
 QUICK_KILLS = 4
 POSTGRES_URL_ENV = "CONTEXTFOLD_TEST_POSTGRES_URL"
+FORK_KINDS = ("answered retry", "needless")
 
 
 def fuzz(harness: ProxyHarness, protocol: Any, cases: int) -> float:
@@ -125,11 +128,21 @@ def main() -> None:
                 else _postgres_kill_run(kills)
             )
             if report is None:
-                kill_rows.append([name, "not run (no PostgreSQL server configured)", "", "", ""])
+                kill_rows.append(
+                    [name, "not run (no PostgreSQL server configured)", "", "", "", ""]
+                )
                 continue
-            forks = ", ".join(f"{k}: {v}" for k, v in sorted(report.forks.items())) or "none"
+            moments = ", ".join(f"{report.moments[m]} {m}" for m in MOMENTS)
+            forks = ", ".join(f"{k}: {report.forks[k]}" for k in FORK_KINDS)
             kill_rows.append(
-                [name, report.kills, report.replies, report.lost, forks, len(report.problems)]
+                [
+                    name,
+                    f"{report.kills} ({moments})",
+                    report.replies,
+                    report.lost,
+                    forks,
+                    len(report.problems),
+                ]
             )
             print(f"kills {name}: {report}")
 
@@ -142,9 +155,10 @@ def main() -> None:
     )
     shown = "\n".join(f"- `{f[:200]}`" for f in failures[:10]) or "none"
     body = f"""
-Request bodies drawn by hypothesis (a valid conversation, then up to three mutations: a value
-of any JSON type in place of another, lone surrogates, keys deleted or added), sent through the
-real proxy app with a scripted upstream. A failure is a 5xx, an error not in the protocol's own
+Request bodies of each protocol the proxy serves (Messages, Chat Completions, Responses) drawn
+by hypothesis (a valid conversation, then up to three mutations: a value of any JSON type in
+place of another, lone surrogates, keys deleted or added), sent through the real proxy app with
+a scripted upstream. A failure is a 5xx, an error not in the protocol's own
 shape, or a refused request that changed the store. Proxy still serving afterwards:
 **{"yes" if serving else "NO"}**.
 
@@ -152,17 +166,23 @@ shape, or a refused request that changed the store. Proxy still serving afterwar
 
 Failures: {shown}
 
-SIGKILLs of the proxy at random moments of a conversation's requests, the client retrying on a
-restarted proxy (same store). *Lost*: replies the client received that the store does not hold
-in the session its header named. Forks: *answered retry* (the killed request had recorded its
-reply but not delivered it: the retry is a new branch), *needless* (the retry could have gone
-on in the session). *Partial / dangling*: what `check_integrity()` reports.
+SIGKILLs of the proxy amid a conversation's requests, the client retrying on a restarted proxy
+(same store). The kills take turns among three moments: *at random* (a timer during a JSON
+request: before, during or after the writes of a turn), *mid-reply* (a stream, when the client
+has the first words of the reply) and *recorded, undelivered* (a stream, once the reply and its
+head are recorded, before the stream ends: the client never gets the end of it). *Lost*:
+replies the client received that the store does not hold in the session its header named.
+Forks: *answered retry* (the killed request had recorded its reply but not delivered it: the
+retry is a new branch, as it should be), *needless* (the retry could have gone on in the
+session). *Partial / dangling*: what `check_integrity()` reports.
 
 {kill_table}
 
 Run `python -m benchmarks.hostile` (`--cases`, `--kills`). Tests:
 `tests/proxy/test_hostile_bodies.py`, `tests/proxy/test_proxy_kills.py` (slow),
-`tests/proxy/test_hostile_clients.py`. Attacks on the agent's workspace: the section
+`tests/proxy/test_hostile_clients.py`; identical streamed requests racing on two workers (each
+header names the session holding its reply): `tests/proxy/test_proxy_workers.py`, with the
+store's claims in `tests/store/test_claims.py`. Attacks on the agent's workspace: the section
 "Hostile input: the workspace".
 """
     if not should_write(args):

@@ -1,10 +1,19 @@
 """SIGKILL the proxy in the middle of requests, restart it, retry, and count what the store kept.
 
 A client holds one conversation. For each turn it sends its history to a proxy process (uvicorn
-serving ``create_app``), and at a random moment of some requests the proxy is SIGKILLed; the
-client then starts a new proxy on the same store and sends the same request again, as a client
-retries a request that got no answer. The scripted upstream answers after a short delay, so kills
-land before, during and after the writes of a turn. Afterwards :func:`judge` counts:
+serving ``create_app``), and during most requests the proxy is SIGKILLed; the client then starts
+a new proxy on the same store and sends the same request again, as a client retries a request
+that got no answer. The kills take turns among three moments (:data:`MOMENTS`):
+
+- *at random*: a timer, during a plain JSON request; the scripted upstream answers after a short
+  delay, so kills land before, during and after the writes of a turn;
+- *mid-reply*: a streamed request, killed when the client has the first words of the reply
+  (the reply is usually not recorded yet: the retry goes on in the session);
+- *recorded, undelivered*: a streamed request, killed when the client sees ``message_delta``,
+  which the proxy sends only once the reply and its head are recorded: the client never gets
+  the end of the stream, and its retry repeats a request the session holds an answer to.
+
+Afterwards :func:`judge` counts:
 
 - *lost*: replies the client received that the session named in their header does not hold;
 - forks, by kind: *answered retry* (the parent holds a reply the killed request recorded but
@@ -15,6 +24,7 @@ land before, during and after the writes of a turn. Afterwards :func:`judge` cou
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -33,7 +43,13 @@ from contextfold.store import open_store
 from tests.proxy.servers import serve
 from tests.proxy.upstreams import Reply, ScriptedUpstream
 
-__all__ = ["KillReport", "kill_run"]
+__all__ = ["MOMENTS", "KillReport", "kill_run"]
+
+MOMENTS = ("at random", "mid-reply", "recorded, undelivered")
+"""When the kills land, in turn (see the module docstring)."""
+
+_KILLED_AT_EVENT = {"mid-reply": "content_block_delta", "recorded, undelivered": "message_delta"}
+"""The event of the client's stream upon which it kills the proxy."""
 
 _SERVER = """
 import sys, uvicorn
@@ -48,6 +64,8 @@ class KillReport:
     """What :func:`kill_run` saw and found."""
 
     kills: int = 0
+    moments: Counter[str] = field(default_factory=Counter)
+    """Kills by moment (:data:`MOMENTS`)."""
     replies: int = 0
     lost: int = 0
     forks: Counter[str] = field(default_factory=Counter)
@@ -115,12 +133,16 @@ def kill_run(store: str, *, kills: int, seed: int = 29, delay: float = 0.03) -> 
             while report.kills < kills:
                 turn += 1
                 history.append({"role": "user", "content": f"turn {turn}: " + "words " * 40})
+                timer = None
                 if rng.random() < 0.8:  # most turns have a kill in them
-                    timer = threading.Timer(rng.uniform(0, 3 * delay), proxy.kill)
-                    timer.start()
+                    moment = MOMENTS[report.kills % len(MOMENTS)]
                     report.kills += 1
-                else:
-                    timer = None
+                    report.moments[moment] += 1
+                    if moment == "at random":
+                        timer = threading.Timer(rng.uniform(0, 3 * delay), proxy.kill)
+                        timer.start()
+                    else:
+                        _stream_until(proxy, history, _KILLED_AT_EVENT[moment])
                 reply = _ask_until_answered(proxy, history)
                 if timer is not None:
                     timer.join()
@@ -131,6 +153,23 @@ def kill_run(store: str, *, kills: int, seed: int = 29, delay: float = 0.03) -> 
             proxy.stop()
     _judge(store, received, report)
     return report
+
+
+def _stream_until(proxy: _Proxy, history: list[dict[str, Any]], event: str) -> None:
+    """Send the request streamed, and kill the proxy when ``event`` arrives: the client keeps
+    nothing of that stream, which never ended for it."""
+    body = {"model": "claude-x", "max_tokens": 50, "stream": True, "messages": history}
+    try:
+        with httpx.stream(
+            "POST", proxy.url + "/v1/messages", json=body, headers={"x-api-key": "k"}, timeout=30
+        ) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: ") and json.loads(line[6:]).get("type") == event:
+                    proxy.kill()
+                    return
+    except httpx.TransportError:
+        pass
+    proxy.kill()  # the stream ended without the event (an error): killed all the same
 
 
 def _ask_until_answered(proxy: _Proxy, history: list[dict[str, Any]]) -> httpx.Response:
