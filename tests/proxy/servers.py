@@ -5,7 +5,8 @@ Code (a separate process) talk to them over TCP, and streaming must go through r
 catch what buffering would hide. :func:`serve` starts uvicorn in a daemon thread on a socket it
 binds itself to ``127.0.0.1:0``, so the kernel picks a free port and no other process can take it
 between choosing and listening (the race a "find a free port, then start the server" helper has).
-:class:`Recorder` wraps an app to record what its clients sent and got.
+:class:`Recorder` wraps an app to record what its clients sent and got;
+:func:`streamed_text` reads the text of a Messages stream a client got.
 """
 
 from __future__ import annotations
@@ -22,7 +23,19 @@ from typing import Any
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["RecordedExchange", "Recorder", "serve"]
+__all__ = ["RecordedExchange", "Recorder", "serve", "streamed_text"]
+
+
+def streamed_text(body: str) -> str:
+    """The text of a streamed Messages reply (its server-sent events, as received)."""
+    texts = []
+    for line in body.splitlines():
+        if line.startswith("data: "):
+            event = json.loads(line[6:])
+            if event.get("type") == "content_block_delta":
+                texts.append(event["delta"].get("text", ""))
+    return "".join(texts)
+
 
 STARTUP_TIMEOUT = 30.0
 """Seconds uvicorn gets to start listening before :func:`serve` gives up."""

@@ -7,12 +7,15 @@ A hundred and fifty hypothesis cases per protocol here; ``benchmarks/hostile.py`
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -116,20 +119,7 @@ def test_a_client_that_leaves_mid_body_is_not_an_error(
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": PATHS["anthropic"],
-        "raw_path": PATHS["anthropic"].encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"content-type", b"application/json"), (b"content-length", b"500")],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 80),
-    }
+    scope = _scope([(b"content-type", b"application/json"), (b"content-length", b"500")])
     before = harness.fingerprint()
     with caplog.at_level(logging.INFO, logger="contextfold.proxy"):
         harness.client.portal.call(harness.client.app, scope, receive, send)  # type: ignore[union-attr]
@@ -138,6 +128,61 @@ def test_a_client_that_leaves_mid_body_is_not_an_error(
     assert "Traceback" not in caplog.text and "internal error" not in caplog.text
     assert harness.fingerprint() == before
     assert harness.still_serving()
+
+
+def _scope(headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": PATHS["anthropic"],
+        "raw_path": PATHS["anthropic"].encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+
+
+def test_a_client_gone_before_its_stream_starts_leaves_its_session_free(
+    harness: ProxyHarness,
+) -> None:
+    """The stream's first bytes cannot be sent: the request's claim on its session is given
+    back at once (its body's generator never runs), so the client's retry continues the
+    session instead of forking it."""
+    body = {
+        "model": "claude-x",
+        "max_tokens": 20,
+        "stream": True,
+        "messages": [{"role": "user", "content": "gone before the first byte"}],
+    }
+    raw = json.dumps(body).encode()
+    incoming = [{"type": "http.request", "body": raw, "more_body": False}]
+    started: list[str] = []
+
+    async def receive() -> dict[str, Any]:
+        if incoming:
+            return incoming.pop(0)
+        await anyio.sleep_forever()  # the client is silent: its leaving shows when sending fails
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            started.append(dict(message["headers"])[b"x-contextfold-session"].decode())
+            raise OSError("connection reset by peer")
+
+    headers = [(b"content-type", b"application/json"), (b"x-api-key", b"gone-client")]
+    with contextlib.suppress(Exception):
+        harness.client.portal.call(harness.client.app, _scope(headers), receive, send)  # type: ignore[union-attr]
+    [session] = started
+    retried = harness.client.post(
+        PATHS["anthropic"], json={**body, "stream": False}, headers={"x-api-key": "gone-client"}
+    )
+    assert retried.status_code == 200
+    assert retried.headers["x-contextfold-session"] == session
 
 
 def test_store_path_is_the_one_fingerprinted(harness: ProxyHarness) -> None:

@@ -19,7 +19,7 @@ from contextfold.errors import StoreError
 from contextfold.proxy import ProxyConfig, create_app
 from contextfold.proxy.app import log_to
 from contextfold.store import SQLiteStore, open_store
-from tests.proxy.servers import serve
+from tests.proxy.servers import serve, streamed_text
 from tests.proxy.upstreams import Reply, ScriptedUpstream, ToolCall
 
 pytestmark = pytest.mark.filterwarnings("ignore::contextfold.store.SQLiteVersionWarning")
@@ -41,16 +41,6 @@ def proxy(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
 def _body(messages: list[dict[str, Any]], *, stream: bool = False) -> dict[str, Any]:
     return {"model": "claude-x", "max_tokens": 50, "stream": stream, "messages": messages}
-
-
-def _streamed_text(response: httpx.Response) -> str:
-    texts = []
-    for line in response.text.splitlines():
-        if line.startswith("data: "):
-            event = json.loads(line[6:])
-            if event.get("type") == "content_block_delta":
-                texts.append(event["delta"].get("text", ""))
-    return "".join(texts)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
@@ -76,7 +66,7 @@ def test_the_session_header_names_the_session_holding_the_reply(
     assert [r.status_code for r in responses] == [200] * RACERS
     with open_store(store_path) as store:
         for response in responses:
-            text = _streamed_text(response) if stream else response.json()["content"][0]["text"]
+            text = streamed_text(response.text) if stream else response.json()["content"][0]["text"]
             session = response.headers["x-contextfold-session"]
             stored = [m for _, m in store.iter_messages(session)]
             assert stored[-1].role == "assistant" and stored[-1].text == text, session

@@ -30,7 +30,7 @@ import pytest
 
 from contextfold.proxy import ProxyConfig, create_app
 from contextfold.store import open_store
-from tests.proxy.servers import serve
+from tests.proxy.servers import serve, streamed_text
 from tests.proxy.upstreams import Reply, ScriptedUpstream
 from tests.store.conftest import postgres_database  # noqa: F401 (a fixture, used by name)
 
@@ -126,16 +126,6 @@ def _numbered(delay: float) -> ScriptedUpstream:
     return ScriptedUpstream(answer)
 
 
-def _streamed_text(response: httpx.Response) -> str:
-    texts = []
-    for line in response.text.splitlines():
-        if line.startswith("data: "):
-            event = json.loads(line[6:])
-            if event.get("type") == "content_block_delta":
-                texts.append(event["delta"].get("text", ""))
-    return "".join(texts)
-
-
 def _race(urls: list[str], key: str) -> list[httpx.Response]:
     """:data:`RACERS` identical streamed requests at once, spread over ``urls``, each on a
     connection of its own (one worker of several takes each connection)."""
@@ -158,7 +148,7 @@ def _assert_headers_name_the_reply(store_url: str, responses: list[httpx.Respons
     assert [r.status_code for r in responses] == [200] * RACERS
     with open_store(store_url) as store:
         for response in responses:
-            text = _streamed_text(response)
+            text = streamed_text(response.text)
             session = response.headers["x-contextfold-session"]
             stored = [m for _, m in store.iter_messages(session)]
             assert [m.role for m in stored] == ["user", "assistant"], session
