@@ -157,6 +157,10 @@ def test_the_summary_model_reads_the_transcript_the_harness_renders() -> None:
     (result,) = messages[2].tool_results
     assert result.call_id == call.call_id and result.content == "a.py\nb.py"
     validate(messages)
+    # The summary cites its sources by id: the same prompt reads back with the same ids, so two
+    # identical runs send the same summaries (a fresh id per run made their token counts differ).
+    assert [m.id for m in transcript_messages(prompt)] == [m.id for m in messages]
+    assert len({m.id for m in messages}) == len(messages)
 
 
 def test_replay_of_a_shared_transcript() -> None:
