@@ -136,6 +136,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "3",
     ),
     Benchmark(
+        "clients",
+        False,  # skipped when no client is installed, and with --quick
+        "real clients (Claude Code, Codex, opencode, aider, mini-swe-agent) through the proxy "
+        "at small windows: requests, tokens, peak request, sessions, invariant breaks, steps",
+        "6",
+    ),
+    Benchmark(
         "integrations",
         True,
         "OpenAI Agents SDK, LangChain and pydantic-ai replaying real transcripts: alone, with "

@@ -7,12 +7,13 @@ Everything here is synchronous and touches the store; the server runs it on work
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from contextfold.engine import ContextEngine, PreparedRequest, Session
 from contextfold.errors import ConcurrentWriteError, ContextOverflowError, SessionNotFoundError
 from contextfold.messages import Message, ToolResultPart
+from contextfold.proxy._breaker import Breaker, Tripped
 from contextfold.proxy._engines import ProxyStore
 from contextfold.proxy._identity import ANONYMOUS, chain_heads, extend_head
 from contextfold.proxy._kept_sessions import KeptSessions
@@ -66,8 +67,10 @@ class Conversation:
         *,
         explicit_session: str | None = None,
         kept: KeptSessions | None = None,
+        breaker: Breaker | None = None,
     ) -> None:
         self.engine = engine
+        self.breaker = breaker
         self.kept = kept
         self.claimed: set[str] = set()
         """The sessions this request holds the store's claim on (see :meth:`_claim`)."""
@@ -97,7 +100,10 @@ class Conversation:
 
     def open(self) -> Session:
         """The session, with the request's new messages appended. A request that raced another
-        for the same session (on another worker) reads the store again and goes on from there."""
+        for the same session (on another worker) reads the store again and goes on from there.
+        :class:`ClientError` when the conversation goes round in circles (:mod:`._breaker`)."""
+        if self.breaker is not None and self.heads:
+            self._watch(lambda b: b.request(self.tenant, self.heads[0], self.heads[-1]))
         for attempt in range(_OPEN_ATTEMPTS):
             try:
                 return self._open()
@@ -276,11 +282,28 @@ class Conversation:
     def _prepare(self, engine_tools: bool) -> PreparedRequest:
         session = self.current
         session.reserve_for_reply(self.reply_reserve())
-        return session.prepare(
+        prepared = session.prepare(
             system=self.client.system or None,
             tools=self.tools,
             engine_tools=engine_tools and self.engine_tools,
         )
+        if self.breaker is not None and self.heads:
+            compaction = prepared.compaction
+            self._watch(lambda b: b.compacted(self.tenant, self.heads[0], compaction))
+        return prepared
+
+    def _watch(self, check: Callable[[Breaker], None]) -> None:
+        """Run a breaker check; a trip is the client's error, in its protocol."""
+        assert self.breaker is not None
+        try:
+            check(self.breaker)
+        except Tripped as tripped:
+            logger.warning("circuit breaker: %s", tripped.reason)
+            raise ClientError(
+                f"contextfold proxy stopped this conversation: {tripped.reason}. Start a new "
+                "conversation, compact it yourself, or give the proxy a larger --window.",
+                kind="invalid_request",
+            ) from None
 
     def latest_turn_missing(self, prepared: PreparedRequest) -> str | None:
         """What of the client's latest turn the prepared request lacks (see
@@ -399,4 +422,6 @@ class Conversation:
         session's."""
         session = self.current
         self._record(session, extend_head(self.heads[-1], visible), len(self.heads) + 1)
+        if self.breaker is not None and self.heads:
+            self.breaker.answered(self.tenant, self.heads[0], self.heads[-1])
         self.store.add_to_metadata(session.id, METADATA_KEY, {**tally, "requests": 1})

@@ -12,6 +12,7 @@ from contextfold.engine import ContextEngine, ContextPolicy
 from contextfold.errors import UnknownModelError
 from contextfold.model_registry import ModelInfo, Provider, default_registry
 from contextfold.outputs.truncate import OutputLimits
+from contextfold.proxy._breaker import Breaker
 from contextfold.proxy._kept_sessions import KeptSessions
 from contextfold.proxy._tally import TokenTally
 from contextfold.proxy._wire import ClientError
@@ -63,6 +64,7 @@ class ModelEngine:
 
     engine: ContextEngine
     kept: KeptSessions
+    breaker: Breaker
 
 
 class Engines:
@@ -86,7 +88,7 @@ class Engines:
         with self._lock:
             made = self._engines.get(key)
             if made is None:
-                made = ModelEngine(self._make(client_model, provider), KeptSessions())
+                made = ModelEngine(self._make(client_model, provider), KeptSessions(), Breaker())
                 self._engines[key] = made
             return made
 

@@ -29,6 +29,7 @@ from contextfold.chat import (
     ChatRequest,
     ChatResponse,
     Finished,
+    TextDelta,
     ToolCallDelta,
     ToolCallDone,
     ToolCallStarted,
@@ -228,6 +229,7 @@ class Exchange:
             self.client,
             explicit_session=self.explicit_session,
             kept=made.kept,
+            breaker=made.breaker,
         )
         response: Response | None = None
         try:
@@ -481,7 +483,7 @@ class Exchange:
                         for out in relay.feed(event):
                             if not self.verbatim:
                                 yield out
-                for out in relay.writer.end_round():
+                for out in relay.end_round():
                     if not self.verbatim:
                         yield out
                 reply = self._reply
@@ -493,6 +495,8 @@ class Exchange:
                 if body is None:
                     break
                 response = await self._call(flow, body)
+            if relay.held_back_chars:
+                self.log["text_held_back"] = relay.held_back_chars
             if not self.verbatim:
                 for out in relay.finish():
                     yield out
@@ -563,9 +567,22 @@ async def _end(conversation: Conversation) -> None:
         await anyio.to_thread.run_sync(conversation.end)
 
 
+PREAMBLE_CHARS = 600
+"""Text a round opens with is held back up to this long: the words a model writes before
+calling one of the engine's tools ("Reading back ref_…") stay with the proxy. Longer text is
+an answer, and streams on."""
+
+
 class _Relay:
     """Neutral events of every round to the client's writer, as one reply: calls to the
-    engine's own tools held back, usage added up, the last round's stop reason at the end."""
+    engine's own tools held back with the text beside them, usage added up, the last round's
+    stop reason at the end.
+
+    A round's opening text is held (up to :data:`PREAMBLE_CHARS`) until the round shows what it
+    is: a call to an engine tool drops it (the transcript keeps it; the client never sees the
+    proxy's round), a call to a client tool, any other event, the end of the round or more text
+    than a preamble let it through.
+    """
 
     def __init__(self, writer: ClientWriter, engine_tools: Collection[str]) -> None:
         self.writer = writer
@@ -573,10 +590,17 @@ class _Relay:
         self.hidden: set[str] = set()
         self.usage: Usage | None = None
         self.stop: str | None = None
+        self.held: list[TextDelta] = []
+        self.holding = bool(self.engine_tools)
+        self.engine_round = False
+        self.held_back_chars = 0
+        """Characters of text kept from the client because they went with an engine call."""
 
     def feed(self, event: WireEvent) -> list[bytes]:
         if isinstance(event, ToolCallStarted) and event.name in self.engine_tools:
             self.hidden.add(event.call_id)
+            self.engine_round = True
+            self._drop_held()
             return []
         if isinstance(event, ToolCallDelta | ToolCallDone) and event.call_id in self.hidden:
             return []
@@ -586,7 +610,29 @@ class _Relay:
         if isinstance(event, Finished):
             self.stop = event.stop_reason
             return []
-        return self.writer.feed(event)
+        if isinstance(event, TextDelta) and (self.holding or self.engine_round):
+            self.held.append(event)
+            if self.engine_round or sum(len(e.text) for e in self.held) <= PREAMBLE_CHARS:
+                return []
+        return [*self._release(), *self.writer.feed(event)]
+
+    def _release(self) -> list[bytes]:
+        """The held text, to the client; nothing is held for the rest of the round."""
+        held, self.held, self.holding = self.held, [], False
+        return [out for e in held for out in self.writer.feed(e)]
+
+    def _drop_held(self) -> None:
+        self.held_back_chars += sum(len(e.text) for e in self.held)
+        self.held.clear()
+
+    def end_round(self) -> list[bytes]:
+        """The round is over: text still held was the client's, unless the round called an
+        engine tool (then it went with that call, and stays with the proxy)."""
+        if self.engine_round:
+            self._drop_held()
+        released = self._release()
+        self.holding, self.engine_round = bool(self.engine_tools), False
+        return [*released, *self.writer.end_round()]
 
     def visible_digest(self) -> bytes:
         return self.writer.visible_digest()
