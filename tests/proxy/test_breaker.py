@@ -3,6 +3,7 @@ told so in its own protocol, instead of looping for minutes."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,13 +15,18 @@ from contextfold.compaction import CompactResult
 from contextfold.proxy import ProxyConfig, create_app
 from contextfold.proxy._breaker import REPEATS, Breaker, Tripped
 from tests.proxy.servers import serve
-from tests.proxy.upstreams import Reply, ScriptedUpstream
+from tests.proxy.upstreams import Reply, ScriptedUpstream, ToolCall
 
 
 @pytest.fixture
 def proxy(tmp_path: Path) -> Iterator[httpx.Client]:
-    upstream = ScriptedUpstream(lambda protocol, body: Reply(text="Same answer."))
-    with serve(upstream) as upstream_url:
+    calls = itertools.count()
+
+    def same_call(protocol: str, body: dict[str, Any]) -> Reply:
+        # A fresh id each time, the same command: what a model stuck in a loop does.
+        return Reply(tool_calls=[ToolCall(f"toolu_{next(calls)}", "bash", {"command": "ls"})])
+
+    with serve(ScriptedUpstream(same_call)) as upstream_url:
         config = ProxyConfig(
             upstream=upstream_url, window=50_000, store=tmp_path / "p.db", tenant_salt=b"s"
         )
@@ -28,26 +34,41 @@ def proxy(tmp_path: Path) -> Iterator[httpx.Client]:
             yield httpx.Client(base_url=url, headers={"x-api-key": "k"}, timeout=60)
 
 
+BASH = {"name": "bash", "input_schema": {"type": "object", "properties": {}}}
+
+
 def _post(client: httpx.Client, messages: list[dict[str, Any]]) -> httpx.Response:
-    body = {"model": "claude-custom-1", "max_tokens": 200, "messages": messages}
+    body = {"model": "claude-custom-1", "max_tokens": 200, "messages": messages, "tools": [BASH]}
     return client.post("/v1/messages", json=body)
 
 
-def test_the_same_request_again_and_again_is_stopped_in_the_clients_protocol(
+def test_the_same_step_over_and_over_is_stopped_in_the_clients_protocol(
     proxy: httpx.Client,
 ) -> None:
-    messages = [{"role": "user", "content": "Do the thing."}]
-    for _ in range(REPEATS - 1):
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "List the files."}]
+    statuses = []
+    for _ in range(REPEATS + 2):
+        response = _post(proxy, messages)
+        statuses.append(response.status_code)
+        if response.status_code != 200:
+            break
+        # The same request once more is a retry, not a step: it never trips the breaker.
         assert _post(proxy, messages).status_code == 200
-    refused = _post(proxy, messages)
-    assert refused.status_code == 400
-    error = refused.json()["error"]
+        content = response.json()["content"]
+        [call] = [b for b in content if b["type"] == "tool_use"]
+        messages += [
+            {"role": "assistant", "content": content},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": call["id"], "content": "a.py b.py"}
+                ],
+            },
+        ]
+    assert statuses == [200] * REPEATS + [400]
+    error = response.json()["error"]
     assert error["type"] == "invalid_request_error"
-    assert "the same request came" in error["message"]
-    # The conversation moving on is served again.
-    reply = {"role": "assistant", "content": "Same answer."}
-    more = [*messages, reply, {"role": "user", "content": "Now the next thing."}]
-    assert _post(proxy, more).status_code == 200
+    assert "the same step came back" in error["message"]
 
 
 def test_compactions_that_stop_making_progress_trip_it() -> None:

@@ -6,8 +6,8 @@ a little (Claude Code at 32k once sent 1,239 requests in 13 minutes). Each looks
 The breaker watches the pattern, per conversation (a tenant and the first message of its
 history), and trips on either:
 
-- the same request :data:`REPEATS` times in a row (identical history, answered each time but
-  the last);
+- the conversation growing by the same step :data:`REPEATS` times in a row (the same calls,
+  whatever their ids, with the same results: the model doing the same thing over and over);
 - :data:`STALLED_COMPACTIONS` compactions in a row that did not make their minimum progress.
 
 A tripped breaker refuses the request in the client's own protocol (a 400 whose message says
@@ -17,16 +17,20 @@ lives in one proxy process; another worker keeps its own count, which only delay
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextfold.compaction import CompactResult
+from contextfold.messages import Message, TextPart, ToolCallPart, ToolResultPart
 
-__all__ = ["REPEATS", "STALLED_COMPACTIONS", "Breaker", "Tripped"]
+__all__ = ["REPEATS", "STALLED_COMPACTIONS", "Breaker", "Tripped", "step_key"]
 
 REPEATS = 4
-"""Identical requests in a row that trip the breaker (a client's own retries stay below)."""
+"""Steps in a row, each the same as the one before, that trip the breaker."""
 
 STALLED_COMPACTIONS = 3
 """Compactions in a row that freed less than their minimum progress."""
@@ -45,9 +49,33 @@ class Tripped(Exception):
 
 @dataclass
 class _Count:
-    last_request: str = ""
+    last_step: str = ""
+    last_length: int = 0
     repeats: int = 0
     stalled: int = 0
+
+
+def step_key(latest: Sequence[Message]) -> str:
+    """What a step did, whatever ids the client gave it: the texts, the calls' names and
+    canonical arguments, and the results' contents of ``latest`` (a hash)."""
+    digest = hashlib.sha256()
+    for message in latest:
+        digest.update(message.role.encode())
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                digest.update(b"t" + part.text.encode())
+            elif isinstance(part, ToolCallPart):
+                digest.update(b"c" + part.name.encode() + canonical(part.arguments).encode())
+            elif isinstance(part, ToolResultPart):
+                digest.update(b"r" + part.content.encode())
+    return digest.hexdigest()
+
+
+def canonical(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
+    except (ValueError, RecursionError):
+        return arguments
 
 
 class Breaker:
@@ -59,24 +87,24 @@ class Breaker:
         self._counts: OrderedDict[tuple[str, str], _Count] = OrderedDict()
         self._lock = threading.Lock()
 
-    def request(self, tenant: str, conversation: str, request: str) -> None:
-        """A request of ``conversation`` whose whole history hashes to ``request`` arrived;
-        :class:`Tripped` when the same one was answered too many times in a row already."""
+    def step(self, tenant: str, conversation: str, step: str, length: int) -> None:
+        """A request of ``conversation``, ``length`` messages long, whose latest step (the last
+        call and what came of it) is ``step``, arrived; :class:`Tripped` when the conversation
+        grew by the same step too many times in a row. The same request again (a retry, or
+        identical requests racing) is no step."""
         with self._lock:
             count = self._count(tenant, conversation)
-            if request == count.last_request and count.repeats + 1 >= self.repeats:
+            if step != count.last_step:
+                count.repeats = 1
+            elif length > count.last_length:
+                count.repeats += 1
+            count.last_step, count.last_length = step, length
+            if count.repeats >= self.repeats:
                 self._counts.pop((tenant, conversation), None)
                 raise Tripped(
-                    f"the same request came {count.repeats + 1} times in a row; the proxy "
-                    "answered it each time, and the conversation did not move on"
+                    f"the same step came back {count.repeats} times in a row (the same calls "
+                    "with the same results): the conversation is going round in circles"
                 )
-
-    def answered(self, tenant: str, conversation: str, request: str) -> None:
-        """The request hashing to ``request`` got its reply."""
-        with self._lock:
-            count = self._count(tenant, conversation)
-            count.repeats = count.repeats + 1 if request == count.last_request else 1
-            count.last_request = request
 
     def compacted(self, tenant: str, conversation: str, result: CompactResult | None) -> None:
         """A request was prepared, with ``result`` the compaction it ran (None: none);

@@ -13,7 +13,7 @@ from dataclasses import replace
 from contextfold.engine import ContextEngine, PreparedRequest, Session
 from contextfold.errors import ConcurrentWriteError, ContextOverflowError, SessionNotFoundError
 from contextfold.messages import Message, ToolResultPart
-from contextfold.proxy._breaker import Breaker, Tripped
+from contextfold.proxy._breaker import Breaker, Tripped, step_key
 from contextfold.proxy._engines import ProxyStore
 from contextfold.proxy._identity import ANONYMOUS, chain_heads, extend_head
 from contextfold.proxy._kept_sessions import KeptSessions
@@ -103,7 +103,8 @@ class Conversation:
         for the same session (on another worker) reads the store again and goes on from there.
         :class:`ClientError` when the conversation goes round in circles (:mod:`._breaker`)."""
         if self.breaker is not None and self.heads:
-            self._watch(lambda b: b.request(self.tenant, self.heads[0], self.heads[-1]))
+            step = step_key(self._latest_step())
+            self._watch(lambda b: b.step(self.tenant, self.heads[0], step, len(self.heads)))
         for attempt in range(_OPEN_ATTEMPTS):
             try:
                 return self._open()
@@ -308,6 +309,11 @@ class Conversation:
     def latest_turn_missing(self, prepared: PreparedRequest) -> str | None:
         """What of the client's latest turn the prepared request lacks (see
         :mod:`._latest_turn`); ``None`` when it carries all of it."""
+        return latest_turn_missing(self._latest_step(), prepared.messages)
+
+    def _latest_step(self) -> list[Message]:
+        """The client's last assistant message and everything after it, as neutral messages
+        (read from the wire only here: the rest of a long history is not converted)."""
         latest: list[Message] = []
         for index in range(len(self.heads) - 1, -1, -1):
             [group] = self.client.read(index, index + 1)
@@ -315,7 +321,7 @@ class Conversation:
                 latest[:0] = [m for m in group if m.role == "assistant"]
                 break
             latest[:0] = group
-        return latest_turn_missing(latest, prepared.messages)
+        return latest
 
     def reply_reserve(self) -> int:
         """Tokens kept free for the reply: what the session's replies use (with headroom, and
@@ -422,6 +428,5 @@ class Conversation:
         session's."""
         session = self.current
         self._record(session, extend_head(self.heads[-1], visible), len(self.heads) + 1)
-        if self.breaker is not None and self.heads:
-            self.breaker.answered(self.tenant, self.heads[0], self.heads[-1])
+
         self.store.add_to_metadata(session.id, METADATA_KEY, {**tally, "requests": 1})
