@@ -237,10 +237,13 @@ def loss_report(
     ledger = ledger or Ledger()
     previous_ledger = previous_ledger or Ledger()
     pinned = normalize("\n".join(pins))
+    read: dict[str, str] = {}  # outputs both views name are read once
     was = _Places(
-        ViewText.of(before, read_ref, extra_refs=previous_ledger.refs), pinned, previous_ledger
+        ViewText.of(before, read_ref, extra_refs=previous_ledger.refs, read=read),
+        pinned,
+        previous_ledger,
     )
-    now = _Places(ViewText.of(after, read_ref, extra_refs=ledger.refs), pinned, ledger)
+    now = _Places(ViewText.of(after, read_ref, extra_refs=ledger.refs, read=read), pinned, ledger)
     facts = _facts(before, known)
     items: list[LossItem] = []
     lost_sources: set[str] = set()
@@ -265,7 +268,7 @@ class _Places:
         self.listed = normalize(ledger.render())
 
     def place(self, needles: Sequence[str]) -> _Place:
-        if any(n in self.view.in_view for n in needles):
+        if self.view.shows(needles):
             return "verbatim"
         if any(n in self.view.in_summary for n in needles):
             return "summary"

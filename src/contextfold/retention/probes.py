@@ -191,12 +191,16 @@ class ViewText:
         summaries: str,
         refs: Iterable[str] = (),
         read_ref: Callable[[str], str | None] | None = None,
+        read: dict[str, str] | None = None,
     ) -> None:
         self.in_view = ordinary
         self.in_summary = summaries
         self.refs = tuple(sorted(set(refs)))
         self.read_ref = read_ref
         self._outputs: dict[str, str] | None = None
+        self._joined: str | None = None
+        self._word_set: frozenset[str] | None = None
+        self._read: dict[str, str] = {} if read is None else read
 
     @classmethod
     def of(
@@ -205,9 +209,11 @@ class ViewText:
         read_ref: Callable[[str], str | None] | None = None,
         *,
         extra_refs: Iterable[str] = (),
+        read: dict[str, str] | None = None,
     ) -> ViewText:
         """The text of ``view``; ``read_ref`` reads a stored output by ref (``None``: none is).
-        ``extra_refs`` are refs the model reads elsewhere (the artifact ledger)."""
+        ``extra_refs`` are refs the model reads elsewhere (the artifact ledger); ``read`` holds
+        the normalized outputs read already through the same ``read_ref`` (filled as read)."""
         ordinary: list[str] = []
         summaries: list[str] = []
         refs: set[str] = set(extra_refs)
@@ -222,34 +228,72 @@ class ViewText:
                 if normalized:
                     into.append(normalized)
                 refs.update(named)
-        return cls(" ".join(ordinary), " ".join(summaries), refs, read_ref)
+        return cls(" ".join(ordinary), " ".join(summaries), refs, read_ref, read)
 
     @property
     def outputs(self) -> dict[str, str]:
         """The normalized text of every stored output a ref in the view names, by ref (read
-        once, on first use: most lookups end in the view itself)."""
+        once, on first use: most lookups end in the view itself). Outputs already read for
+        another view of the same session (``read``, given to both views a loss report
+        compares, which name mostly the same outputs) are not read again."""
         if self._outputs is None:
             self._outputs = {}
             if self.read_ref is not None:
                 for ref in self.refs:
-                    text = self.read_ref(ref)
+                    text = self._read.get(ref)
+                    if text is None:
+                        raw = self.read_ref(ref)
+                        text = self._read[ref] = normalize(raw) if raw else ""
                     if text:
-                        self._outputs[ref] = normalize(text)
+                        self._outputs[ref] = text
         return self._outputs
+
+    @property
+    def _all_outputs(self) -> str:
+        """Every output's normalized text in one string, one per line: a needle (normalized,
+        so without a line break) found nowhere in it is in no output, in one search."""
+        if self._joined is None:
+            self._joined = "\n".join(self.outputs.values())
+        return self._joined
 
     def holding_ref(self, needles: Iterable[str]) -> str | None:
         """The first ref (in sorted order) whose stored output holds one of ``needles``."""
         needles = tuple(needles)
         if self.read_ref is None or not self.refs:
             return None
+        joined = self._all_outputs
+        if not any(n in joined for n in needles):
+            return None
         return next(
             (ref for ref, text in self.outputs.items() if any(n in text for n in needles)), None
         )
 
+    def shows(self, needles: Iterable[str]) -> bool:
+        """Whether the view's ordinary messages hold one of ``needles`` (normalized).
+
+        A needle of three words or more can be in the normalized text only if its inner words
+        are words of it (they are bounded by spaces on both sides), a set lookup each: most
+        probes of a loss report are looked for in two views that do not hold them, and a
+        search through the whole text each time was most of the report's cost."""
+        text = self.in_view
+        for needle in needles:
+            inner = needle.split(" ")[1:-1]
+            if inner and not self._words.issuperset(inner):
+                continue
+            if needle in text:
+                return True
+        return False
+
+    @property
+    def _words(self) -> frozenset[str]:
+        if self._word_set is None:
+            self._word_set = frozenset(self.in_view.split(" "))
+        return self._word_set
+
     def status(self, needles: Iterable[str]) -> Status:
         """The best status of any of ``needles`` (already normalized) in this view."""
         needles = tuple(needles)
-        if any(n in self.in_view for n in needles):
+        if self.shows(needles):
             return "verbatim"
         if any(n in self.in_summary for n in needles):
             return "summary"
