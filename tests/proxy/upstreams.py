@@ -83,6 +83,18 @@ class Reply:
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     thinking: str | None = None
+    cut_short: bool = False
+    """The reply stopped at its ``max_tokens`` (``max_tokens`` / ``length``)."""
+
+    def anthropic_stop(self) -> str:
+        if self.cut_short:
+            return "max_tokens"
+        return "tool_use" if self.tool_calls else "end_turn"
+
+    def openai_stop(self) -> str:
+        if self.cut_short:
+            return "length"
+        return "tool_calls" if self.tool_calls else "stop"
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +253,7 @@ class ScriptedUpstream:
                 "role": "assistant",
                 "model": model,
                 "content": _anthropic_blocks(answer),
-                "stop_reason": "tool_use" if answer.tool_calls else "end_turn",
+                "stop_reason": answer.anthropic_stop(),
                 "stop_sequence": None,
                 "usage": _anthropic_usage(tokens, output),
             },
@@ -297,7 +309,7 @@ class ScriptedUpstream:
                     {
                         "index": 0,
                         "message": message,
-                        "finish_reason": "tool_calls" if answer.tool_calls else "stop",
+                        "finish_reason": answer.openai_stop(),
                         "logprobs": None,
                     }
                 ],
@@ -459,7 +471,7 @@ def _anthropic_events(
             {
                 "type": "message_delta",
                 "delta": {
-                    "stop_reason": "tool_use" if answer.tool_calls else "end_turn",
+                    "stop_reason": answer.anthropic_stop(),
                     "stop_sequence": None,
                 },
                 "usage": _anthropic_usage(input_tokens, output_tokens),
@@ -506,7 +518,7 @@ def _openai_chunks(
             chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]})
             for p in _pieces(json.dumps(call.arguments))
         ]
-    chunks.append(chunk({}, "tool_calls" if answer.tool_calls else "stop"))
+    chunks.append(chunk({}, answer.openai_stop()))
     if usage is not None:
         last = chunk({})
         last["choices"] = []

@@ -45,6 +45,9 @@ REPLY_RESERVE_MAX_SHARE = 0.25
 """The most of the window the reserve takes; a reply that stops at a limit the proxy set is
 retried with up to half."""
 
+REPLY_RETRY_MAX_SHARE = 0.5
+"""The most of the window a reply retried with more room may have."""
+
 LIMIT_STOPS = frozenset({"max_tokens", "length"})
 """Stop reasons that mean the reply hit its ``max_tokens`` (Anthropic's, OpenAI's)."""
 
@@ -95,6 +98,9 @@ class Conversation:
         self.reply_share = REPLY_RESERVE_MAX_SHARE
         """The most of the window the reply reserve may take; grows when a reply stopped at a
         limit the proxy set."""
+        self.reply_floor = 0
+        """The least the reply reserve is, set when a reply stopped at a limit the proxy set
+        (twice that limit)."""
 
     # -- finding the session -----------------------------------------------------------------
 
@@ -331,19 +337,21 @@ class Conversation:
         session = self.current
         window = session.context_window
         need = max(
-            min(REPLY_RESERVE_FLOOR, window // 8), round(session.largest_reply * REPLY_HEADROOM)
+            min(REPLY_RESERVE_FLOOR, window // 8),
+            round(session.largest_reply * REPLY_HEADROOM),
+            self.reply_floor,
         )
         if self.client.max_tokens is not None:
             need = min(need, self.client.max_tokens)
         return max(1, min(need, int(window * self.reply_share)))
 
-    def more_room(self) -> bool:
-        """After a reply stopped at a limit the proxy set: plan the next try with a larger
-        reserve. False when it cannot grow (half the window, or the client's own limit)."""
-        if self.reply_share >= 0.5:
-            return False
-        self.reply_share = min(0.5, self.reply_share * 2)
-        return True
+    def more_room(self, cut_at: int) -> bool:
+        """After a reply stopped at ``cut_at`` tokens, a limit the proxy set: plan the next
+        try with twice that reserved (the view compacted to make room), up to half the window
+        and the client's own limit. False when the reserve cannot grow past ``cut_at``."""
+        self.reply_share = REPLY_RETRY_MAX_SHARE
+        self.reply_floor = max(self.reply_floor, 2 * cut_at)
+        return self.reply_reserve() > cut_at
 
     def abandon(self) -> None:
         """The request was refused: a session it made holds nothing anyone will continue, so

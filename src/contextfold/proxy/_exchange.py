@@ -180,11 +180,24 @@ class Overflowed:
     error: ContextOverflowError
 
 
+@dataclass(frozen=True)
+class CutShort:
+    """The reply stopped at the ``max_tokens`` the proxy set below the client's, and the
+    conversation made more room: the same round is asked again (the reply was not relayed)."""
+
+    reply: ChatResponse
+
+
+NO_RETRY: dict[str, Any] = {}
+"""What the flow answers a :class:`CutShort` with when no more room can be made (by identity):
+the round is then relayed as it came, cut, and sent back as a :class:`Round`."""
+
+
 class Unrecoverable(Exception):
     """The engine cannot make the request smaller: the client gets the upstream's refusal."""
 
 
-Step = Generator[dict[str, Any], "Round | Overflowed", None]
+Step = Generator[dict[str, Any], "Round | Overflowed | CutShort", None]
 
 
 @dataclass
@@ -201,6 +214,9 @@ class Exchange:
     tenant: str
     explicit_session: str | None
     log: dict[str, Any] = field(default_factory=dict)
+    clamped_at: int | None = None
+    """The ``max_tokens`` of the latest upstream body when the proxy set it below the
+    client's: a round so limited is held back until it shows whether it was cut short."""
     tally: dict[str, int] = field(default_factory=dict)
     writer: ClientWriter | None = None
     passthrough: bool = False
@@ -282,6 +298,15 @@ class Exchange:
         recovered = False
         while True:
             outcome = yield body
+            if isinstance(outcome, CutShort):
+                # Never handed over as if the model had stopped: asked again with more room,
+                # or (no room can be made) relayed as cut, its stop reason saying so.
+                self.log["reply_cut_by_proxy"] = self.log.get("reply_cut_by_proxy", 0) + 1
+                retry = self._retry_body(conversation, rounds)
+                if retry is not None:
+                    self._count(self._round_reply(outcome.reply, conversation))
+                body = NO_RETRY if retry is None else retry
+                continue
             if isinstance(outcome, Overflowed):
                 # Answered once, as the engine does: learn the limit, compact hard, go again.
                 if recovered or not conversation.recover(outcome.error):
@@ -311,6 +336,16 @@ class Exchange:
             conversation.end()
             self.log["rounds"] = rounds
             return
+
+    def _retry_body(self, conversation: Conversation, rounds: int) -> dict[str, Any] | None:
+        """The round asked again with more room for the reply; None when none can be made."""
+        assert self.clamped_at is not None
+        if not conversation.more_room(self.clamped_at):
+            return None
+        try:
+            return self._body_for(conversation, rounds)
+        except ClientError:
+            return None  # the view cannot give the reply more room
 
     def _begin(self, conversation: Conversation) -> None:
         """Open the conversation and count what the client sent."""
@@ -347,6 +382,7 @@ class Exchange:
         if self.verbatim:
             return dict(self.client.body)
         max_tokens, clamped = conversation.reply_budget(prepared)
+        self.clamped_at = max_tokens if clamped else None
         if clamped:
             logger.info(
                 "max_tokens %s cut to %s: the window %s holds a %s-token prompt",
@@ -476,6 +512,7 @@ class Exchange:
         """Every round of the request, relayed to the client as one reply."""
         try:
             while True:
+                relay.begin_round(hold=self.clamped_at is not None and not self.verbatim)
                 async for chunk, events in self._read(response):
                     if self.verbatim:
                         yield chunk
@@ -489,6 +526,16 @@ class Exchange:
                 reply = self._reply
                 assert reply is not None  # _read sets it, or raises
                 await response.aclose()
+                if relay.round_held and reply.truncated:
+                    body = await anyio.to_thread.run_sync(_step, flow, CutShort(reply))
+                    if body is not NO_RETRY:
+                        relay.settle_round(retried=True)
+                        assert body is not None
+                        response = await self._call(flow, body)
+                        continue
+                for out in relay.settle_round(retried=False):
+                    if not self.verbatim:
+                        yield out
                 body = await anyio.to_thread.run_sync(
                     _step, flow, Round(reply, relay.visible_digest())
                 )
@@ -497,6 +544,8 @@ class Exchange:
                 response = await self._call(flow, body)
             if relay.held_back_chars:
                 self.log["text_held_back"] = relay.held_back_chars
+            if reply.truncated and self.clamped_at is not None:
+                self.log["reply_cut_by_proxy_handed_over"] = True
             if not self.verbatim:
                 for out in relay.finish():
                     yield out
@@ -593,10 +642,39 @@ class _Relay:
         self.held: list[TextDelta] = []
         self.holding = bool(self.engine_tools)
         self.engine_round = False
+        self.round_events: list[WireEvent] | None = None
+        """A whole round held back (its ``max_tokens`` was the proxy's): relayed or dropped
+        by :meth:`settle_round`."""
         self.held_back_chars = 0
         """Characters of text kept from the client because they went with an engine call."""
 
+    @property
+    def round_held(self) -> bool:
+        return self.round_events is not None
+
+    def begin_round(self, *, hold: bool) -> None:
+        """A round begins; ``hold``: keep all of it until :meth:`settle_round`."""
+        self.round_events = [] if hold else None
+
+    def settle_round(self, *, retried: bool) -> list[bytes]:
+        """A held round, relayed now; or dropped (its usage kept) when it is asked again."""
+        events, self.round_events = self.round_events, None
+        if events is None:
+            return []
+        if retried:
+            for event in events:
+                if isinstance(event, UsageReport):
+                    self._feed(event)
+            return []
+        return [*(out for e in events for out in self._feed(e)), *self._end_round()]
+
     def feed(self, event: WireEvent) -> list[bytes]:
+        if self.round_events is not None:
+            self.round_events.append(event)
+            return []
+        return self._feed(event)
+
+    def _feed(self, event: WireEvent) -> list[bytes]:
         if isinstance(event, ToolCallStarted) and event.name in self.engine_tools:
             self.hidden.add(event.call_id)
             self.engine_round = True
@@ -626,8 +704,12 @@ class _Relay:
         self.held.clear()
 
     def end_round(self) -> list[bytes]:
-        """The round is over: text still held was the client's, unless the round called an
-        engine tool (then it went with that call, and stays with the proxy)."""
+        """The round is over (a held round ends in :meth:`settle_round`)."""
+        return [] if self.round_events is not None else self._end_round()
+
+    def _end_round(self) -> list[bytes]:
+        """Text still held was the client's, unless the round called an engine tool (then it
+        went with that call, and stays with the proxy)."""
         if self.engine_round:
             self._drop_held()
         released = self._release()
@@ -654,7 +736,7 @@ def _as_client_error(exc: Exception, upstream: WireSide) -> ClientError:
     return client_error(mapped, 502)
 
 
-def _step(flow: Step, outcome: Round | Overflowed) -> dict[str, Any] | None:
+def _step(flow: Step, outcome: Round | Overflowed | CutShort) -> dict[str, Any] | None:
     """The flow's next upstream body; None when it is over (a ``StopIteration`` cannot cross
     back from a worker thread)."""
     try:
