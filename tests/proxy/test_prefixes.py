@@ -92,3 +92,11 @@ def test_two_conversations_that_begin_alike_are_not_merged(
     one.append({"role": "user", "content": "And commit."})
     _ask(proxy, one)
     assert len(_sessions(store_path)) == 2  # the first goes on in its own session
+
+
+def test_the_built_in_store_offers_the_prefix_index(store_path: Path) -> None:
+    """The proxy recognises histories on any store that offers a PrefixIndex."""
+    from contextfold.store import PrefixIndex
+
+    with open_store(store_path) as store:
+        assert isinstance(store, PrefixIndex)

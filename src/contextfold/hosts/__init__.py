@@ -2,6 +2,8 @@
 is new in it.
 
 - :mod:`~contextfold.hosts.digests` — digests of what a message says;
+- :mod:`~contextfold.hosts.prefixes` — :class:`ResentHistory`, a history recognised by its
+  prefixes on a store's :class:`~contextfold.store.PrefixIndex` (the proxy's);
 - :mod:`~contextfold.hosts.sync` — :class:`HistorySync`, for the framework integrations.
 """
 

@@ -12,10 +12,11 @@ from dataclasses import replace
 
 from contextfold.engine import ContextEngine, PreparedRequest, Session
 from contextfold.errors import ConcurrentWriteError, ContextOverflowError, SessionNotFoundError
+from contextfold.hosts.prefixes import ResentHistory
 from contextfold.messages import Message, ToolResultPart
 from contextfold.proxy._breaker import Breaker, Tripped, step_key
 from contextfold.proxy._engines import ProxyStore
-from contextfold.proxy._identity import ANONYMOUS, chain_heads, extend_head
+from contextfold.proxy._identity import ANONYMOUS
 from contextfold.proxy._kept_sessions import KeptSessions
 from contextfold.proxy._latest_turn import latest_turn_missing
 from contextfold.proxy._wire import ClientError, ClientRequest, RoundReply
@@ -81,9 +82,8 @@ class Conversation:
         self.tenant = tenant
         self.client = client
         self.explicit_session = explicit_session
-        self.heads = chain_heads(client.digests)
-        self.known_heads: dict[str, tuple[str, int]] = {}
-        """The request's prefixes the store held when it was located."""
+        self.history = ResentHistory(store, tenant, client.digests)
+        self.heads = self.history.heads
         self.session: Session | None = None
         self.forked_from: str | None = None
         self.appended = 0
@@ -156,10 +156,9 @@ class Conversation:
         while self.claimed:
             self.store.release_session(self.claimed.pop())
 
-    def _record(self, session: Session, head: str, messages: int) -> None:
+    def _record(self, session: Session, messages: int, *, only_new: bool = False) -> None:
         """Note that ``session``, as it now stands, holds the client's first ``messages``."""
-        seq = session.stored_head[0]
-        self.store.record_proxy_head(self.tenant, head, session.id, messages, seq)
+        self.history.record(session.id, messages, session.stored_head[0], only_new=only_new)
 
     def _resume(self, session_id: str, stored_head: tuple[int, int]) -> Session:
         """The session as it stood when it was located; ``ConcurrentWriteError`` when another
@@ -193,24 +192,14 @@ class Conversation:
         """
         if self.explicit_session is not None:
             return self._locate_explicit(self.explicit_session)
-        found = self._find_heads()
-        for count in range(len(self.heads), 0, -1):
-            hit = found.get(self.heads[count - 1])
-            if hit is None:
-                continue
-            session_id, seq = hit
-            stored_head = self.store.session_head(session_id)
-            if stored_head[0] == seq and self._claim(session_id):
-                return session_id, count, stored_head
-            self.forked_from = session_id
+        prefixes = self.history.prefixes()
+        if not prefixes:
             return None
+        longest = prefixes[0]
+        if self.history.continues(longest) and self._claim(longest.session_id):
+            return longest.session_id, longest.count, self.store.session_head(longest.session_id)
+        self.forked_from = longest.session_id
         return None
-
-    def _find_heads(self) -> dict[str, tuple[str, int]]:
-        """The request's prefixes the tenant has recorded (kept: the append records only the
-        others)."""
-        self.known_heads = self.store.find_proxy_heads(self.tenant, self.heads)
-        return self.known_heads
 
     def _append(self, session: Session, start: int) -> None:
         """The client's messages from ``start`` on, appended in order, each prefix recorded as
@@ -223,10 +212,9 @@ class Conversation:
         for count, group in enumerate(self.client.read(start), start + 1):
             for message in group:
                 session.add(message)
-            head = self.heads[count - 1]
-            if count < total and head not in self.known_heads:
-                self._record(session, head, count)
-        self._record(session, self.heads[-1], total)
+            if count < total:
+                self._record(session, count, only_new=True)
+        self._record(session, total)
 
     def _locate_explicit(self, session_id: str) -> tuple[str, int, tuple[int, int]] | None:
         not_found = ClientError(
@@ -242,11 +230,10 @@ class Conversation:
         if owner != self.tenant or self.tenant == ANONYMOUS:
             raise not_found
         stored_head = self.store.session_head(session_id)
-        found = self._find_heads()
-        for count in range(len(self.heads), 0, -1):
-            hit = found.get(self.heads[count - 1])
-            if hit == (session_id, stored_head[0]) and self._claim(session_id):
-                return session_id, count, stored_head
+        for prefix in self.history.prefixes():
+            held = (prefix.session_id, prefix.seq) == (session_id, stored_head[0])
+            if held and self._claim(session_id):
+                return session_id, prefix.count, stored_head
         self.forked_from = session_id
         return None
 
@@ -417,7 +404,7 @@ class Conversation:
         """The client's request now continues after the engine's own round: a retry after a
         crash here goes on from it, rather than forking a session that only moved on inside
         this same request."""
-        self._record(self.current, self.heads[-1], len(self.heads))
+        self._record(self.current, len(self.heads))
 
     def recover(self, error: ContextOverflowError) -> bool:
         """After the upstream refused the request as too long: compact hard. False when the
@@ -435,6 +422,6 @@ class Conversation:
         reply it got, as ``visible``, its digest), and add this request's figures to the
         session's."""
         session = self.current
-        self._record(session, extend_head(self.heads[-1], visible), len(self.heads) + 1)
+        self.history.record_after(session.id, visible, session.stored_head[0])
 
         self.store.add_to_metadata(session.id, METADATA_KEY, {**tally, "requests": 1})

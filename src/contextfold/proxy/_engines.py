@@ -17,7 +17,7 @@ from contextfold.proxy._kept_sessions import KeptSessions
 from contextfold.proxy._tally import TokenTally
 from contextfold.proxy._wire import ClientError
 from contextfold.proxy.config import ProxyConfig
-from contextfold.store import BrowsableSessionStore
+from contextfold.store import BrowsableSessionStore, PrefixIndex
 from contextfold.tools.deferral import DEFAULT_TOOL_BUDGET_SHARE
 
 __all__ = ["CLIENT_OUTPUT_SHARE", "CLIENT_TOOL_SHARE", "Engines", "ModelEngine", "ProxyStore"]
@@ -43,15 +43,11 @@ Code's 26 tools take ~18.6k tokens: all sent from a 40k window on, deferred belo
 would be worse than a deferral. ``--defer-tools`` holds them to the engine's default share."""
 
 
-class ProxyStore(BrowsableSessionStore, Protocol):
-    """A browsable store that also keeps the proxy's index of conversation prefixes (both
-    built-in stores do)."""
+class ProxyStore(BrowsableSessionStore, PrefixIndex, Protocol):
+    """A browsable store that also offers the index of conversation prefixes
+    (:class:`~contextfold.store.PrefixIndex`), atomic writes and claims (both built-in stores
+    do)."""
 
-    def record_proxy_head(
-        self, tenant: str, head: str, session_id: str, messages: int, seq: int
-    ) -> None: ...
-    def find_proxy_heads(self, tenant: str, heads: list[str]) -> dict[str, tuple[str, int]]: ...
-    def session_head(self, session_id: str) -> tuple[int, int]: ...
     def add_to_metadata(self, session_id: str, key: str, counts: Mapping[str, int]) -> None: ...
     def atomic(self) -> AbstractContextManager[None]: ...
     def claim_session(self, session_id: str) -> bool: ...

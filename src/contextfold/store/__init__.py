@@ -20,7 +20,7 @@ from contextfold.redaction.redactor import redact_json, redact_text
 from contextfold.store._async import AsyncStoreMixin
 from contextfold.store._records import EditRecord, EventRecord, LoadedView, SessionInfo, Snapshot
 from contextfold.store._schema import LATEST_VERSION
-from contextfold.store.base import BrowsableSessionStore, SessionStore
+from contextfold.store.base import BrowsableSessionStore, PrefixIndex, SessionStore
 from contextfold.store.postgres import DATABASE_URL_ENV, PostgresStore
 from contextfold.store.sqlite import SQLiteStore, SQLiteVersionWarning
 
@@ -33,6 +33,7 @@ __all__ = [
     "EventRecord",
     "LoadedView",
     "PostgresStore",
+    "PrefixIndex",
     "SQLiteStore",
     "SQLiteVersionWarning",
     "SessionInfo",

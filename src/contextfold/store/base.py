@@ -35,7 +35,7 @@ from contextfold.messages import Message
 from contextfold.outputs.blobs import BlobInfo
 from contextfold.store._records import EditRecord, EventRecord, LoadedView, SessionInfo, Snapshot
 
-__all__ = ["BrowsableSessionStore", "SessionStore"]
+__all__ = ["BrowsableSessionStore", "PrefixIndex", "SessionStore"]
 
 
 @runtime_checkable
@@ -215,3 +215,31 @@ class BrowsableSessionStore(SessionStore, Protocol):
         ...
 
     def __exit__(self, *exc_info: object) -> None: ...
+
+
+@runtime_checkable
+class PrefixIndex(Protocol):
+    """What a store offers, optionally, to recognise histories that hosts resend whole (the
+    proxy's clients): which session holds which prefix of a conversation, per tenant.
+
+    A prefix is named by a head (:func:`contextfold.hosts.prefixes.chain_heads`); a session
+    holding it is continued while its transcript still ends where it did when the prefix was
+    recorded (:meth:`session_head`). Both built-in stores offer it; any
+    :class:`SessionStore` can, and ``contextfold proxy`` needs one that does.
+    """
+
+    def record_proxy_head(
+        self, tenant: str, head: str, session_id: str, messages: int, seq: int
+    ) -> None:
+        """Note that ``session_id`` holds the prefix ``head`` (the first ``messages``
+        messages) for ``tenant``, its transcript then ending at ``seq``; a newer record of the
+        same head takes it over."""
+        ...
+
+    def find_proxy_heads(self, tenant: str, heads: Sequence[str]) -> dict[str, tuple[str, int]]:
+        """Of ``heads``, those ``tenant`` recorded: each with its session and seq."""
+        ...
+
+    def session_head(self, session_id: str) -> tuple[int, int]:
+        """Where the session's transcript stands: its last message seq and last edit id."""
+        ...

@@ -1,0 +1,91 @@
+"""Recognising a resent history by its prefixes, on an index any store can offer.
+
+Hosts resend their whole history on every call (the proxy's clients; framework integrations).
+A history is recognised by a hash chain over its messages' digests
+(:func:`~contextfold.hosts.digests.message_digest` and the protocol readers give them):
+``head(k)`` names the first ``k`` messages, in order. A :class:`~contextfold.store.PrefixIndex`
+remembers, per tenant, which session holds which prefix and where that session's transcript
+stood then. :class:`ResentHistory` is one incoming history against that index: the longest
+prefix a stored session holds (continue it while the session still stands there; else fork from
+it, linked as its child), and the prefixes to record as the history is appended, so that a later
+history sharing only part of this one is recognised too (aider moves its file message after the
+history each turn; two conversations that begin alike part where they diverge).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from contextfold.store import PrefixIndex
+
+__all__ = ["Prefix", "ResentHistory", "chain_heads", "extend_head"]
+
+
+def chain_heads(digests: Sequence[bytes]) -> list[str]:
+    """``head(k)`` for k = 1..len(digests): each the hash of the previous head and the next
+    message's digest, so a head names a whole prefix, in order."""
+    heads: list[str] = []
+    for digest in digests:
+        heads.append(extend_head(heads[-1] if heads else "", digest))
+    return heads
+
+
+def extend_head(head: str, digest: bytes) -> str:
+    """The head one message further on than ``head`` (``""``: the empty conversation)."""
+    return hashlib.sha256(bytes.fromhex(head) + digest).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Prefix:
+    """A stored session holding the first ``count`` messages of a history; its transcript
+    ended at ``seq`` when the prefix was recorded."""
+
+    count: int
+    session_id: str
+    seq: int
+
+
+class ResentHistory:
+    """One history as a host resent it, recognised against ``index`` for ``tenant``."""
+
+    def __init__(self, index: PrefixIndex, tenant: str, digests: Sequence[bytes]) -> None:
+        self.index = index
+        self.tenant = tenant
+        self.heads = chain_heads(digests)
+        self.known: dict[str, tuple[str, int]] = {}
+        """The history's prefixes the index held when :meth:`prefixes` read it."""
+
+    def __len__(self) -> int:
+        return len(self.heads)
+
+    def prefixes(self) -> list[Prefix]:
+        """The recorded prefixes of this history, longest first."""
+        self.known = self.index.find_proxy_heads(self.tenant, self.heads)
+        found = []
+        for count in range(len(self.heads), 0, -1):
+            hit = self.known.get(self.heads[count - 1])
+            if hit is not None:
+                found.append(Prefix(count, hit[0], hit[1]))
+        return found
+
+    def continues(self, prefix: Prefix) -> bool:
+        """Whether the history goes on in ``prefix``'s session: the session still ends where
+        it ended when the prefix was recorded (else it went on without this history: fork)."""
+        return self.index.session_head(prefix.session_id)[0] == prefix.seq
+
+    def record(self, session_id: str, count: int, seq: int, *, only_new: bool = False) -> None:
+        """Note that ``session_id``, its transcript ending at ``seq``, holds the first
+        ``count`` messages. ``only_new``: not when another session holds that prefix already
+        (the longest-prefix search keeps finding the session it began in)."""
+        head = self.heads[count - 1]
+        if only_new and head in self.known:
+            return
+        self.index.record_proxy_head(self.tenant, head, session_id, count, seq)
+
+    def record_after(self, session_id: str, visible: bytes, seq: int) -> None:
+        """Note the prefix the host's next call starts with: this history, then the reply it
+        got (``visible``: its digest)."""
+        head = extend_head(self.heads[-1], visible)
+        self.index.record_proxy_head(self.tenant, head, session_id, len(self.heads) + 1, seq)
