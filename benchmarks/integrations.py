@@ -32,7 +32,9 @@ on the OpenAI wire JSON, as ``benchmarks/baselines.py`` measures its peers), and
 probes (:mod:`contextfold.replay.probes`, the facts of the replayed part of the transcript) on
 the last model input; contextfold's refs count as recoverable when the store holds them.
 Overhead: the wall time of the whole run (``Runner.run`` / ``agent.invoke`` / ``run_sync``,
-conversions for counting done afterwards) divided by the calls, as a ratio to the framework alone.
+conversions for counting done afterwards) divided by the calls, as a ratio to the framework alone;
+and the process's CPU time over the same run (every thread), which other work on a shared machine
+does not inflate: the added CPU per call is the figure the 2 ms target is read on.
 
 Usage: ``python -m benchmarks.integrations [--quick] [--write/--no-write]``.
 """
@@ -177,6 +179,9 @@ class Run:
     inputs: list[Received]
     read_ref: Callable[[str], str | None] | None = None
     error: str = ""
+    cpu: float = 0.0
+    """CPU seconds of the whole process during the run (every thread): unlike the wall time, it
+    does not grow when other work shares the machine."""
 
 
 @dataclass
@@ -187,6 +192,7 @@ class Figures:
     largest: int = 0
     reused: int = 0
     seconds: float = 0.0
+    cpu: float = 0.0
     kept: int = 0
     reachable: int = 0
     probed: int = 0
@@ -197,6 +203,7 @@ def measure(run: Run, probes: Sequence[Probe], counter: TokenCounter, figures: F
     """Add ``run``'s counts to ``figures``: tokens, calls over the window, reuse, retention."""
     meter = PrefixMeter(counter, "openai")
     figures.seconds += run.seconds
+    figures.cpu += run.cpu
     if run.error:
         figures.errors.append(f"{run.transcript}: {run.error}")
     for received in run.inputs:
@@ -281,7 +288,7 @@ def run_openai_agents(script: Script, config: str, folder: Path) -> Run:
         run_config = RunConfig(tracing_disabled=True)
     agent = Agent(name="replay", instructions=script.system, model=model, tools=tools)
     error = ""
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     try:
         asyncio.run(
             Runner.run(
@@ -295,6 +302,7 @@ def run_openai_agents(script: Script, config: str, folder: Path) -> Run:
     except Exception as exc:  # a framework failure is a result to report, not a crash
         error = f"{type(exc).__name__}: {exc}"[:200]
     seconds = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
     inputs = [
         Received(
             messages_from_items(call.input), call.system_instructions or "", tool_specs(call.tools)
@@ -302,7 +310,7 @@ def run_openai_agents(script: Script, config: str, folder: Path) -> Run:
         for call in model.calls
     ]
     reader = _reader(engine, session.sync.session) if engine and session else None
-    return Run("openai-agents", config, script.name, seconds, inputs, reader, error)
+    return Run("openai-agents", config, script.name, seconds, inputs, reader, error, cpu)
 
 
 # -- LangChain ------------------------------------------------------------------------------------
@@ -376,7 +384,7 @@ def run_langchain(script: Script, config: str, folder: Path) -> Run:
         )
     agent = create_agent(ReplayModel(), [tool], system_prompt=script.system, middleware=middleware)
     error = ""
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     try:
         agent.invoke(
             {"messages": [HumanMessage(script.task)]},
@@ -385,12 +393,13 @@ def run_langchain(script: Script, config: str, folder: Path) -> Run:
     except Exception as exc:  # a framework failure is a result to report, not a crash
         error = f"{type(exc).__name__}: {exc}"[:200]
     seconds = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
     inputs = []
     for messages, bound in received:  # bound: the tools the agent bound for that call
         system, view = _split_system(to_messages(messages))
         inputs.append(Received(view, system, [tool_spec(t) for t in bound]))
     reader = _reader(engine, fold.session()) if engine and fold else None
-    return Run("langchain", config, script.name, seconds, inputs, reader, error)
+    return Run("langchain", config, script.name, seconds, inputs, reader, error, cpu)
 
 
 # -- pydantic-ai ----------------------------------------------------------------------------------
@@ -443,19 +452,20 @@ def run_pydantic_ai(script: Script, config: str, folder: Path) -> Run:
         options["capabilities"] = [ProcessHistory(keep_recent_messages)]
     agent = Agent(FunctionModel(model), system_prompt=script.system, tools=[tool], **options)
     error = ""
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     try:
         # No request limit: the replay's length is bounded by the script (default: 50).
         agent.run_sync(script.task, usage_limits=UsageLimits(request_limit=None))
     except Exception as exc:  # a framework failure is a result to report, not a crash
         error = f"{type(exc).__name__}: {exc}"[:200]
     seconds = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
     inputs = []
     for messages, tools in received:
         system, view = _split_system(to_messages(messages))
         inputs.append(Received(view, system, tools))
     reader = _reader(engine, fold.sync.session) if engine and fold else None
-    return Run("pydantic-ai", config, script.name, seconds, inputs, reader, error)
+    return Run("pydantic-ai", config, script.name, seconds, inputs, reader, error, cpu)
 
 
 FRAMEWORKS: dict[str, tuple[str, Callable[[Script, str, Path], Run]]] = {
@@ -501,6 +511,8 @@ def table(figures: dict[tuple[str, str], Figures]) -> str:
         alone = figures.get((framework, "alone"))
         per_call = f.seconds / f.calls * 1000 if f.calls else 0.0
         base = alone.seconds / alone.calls * 1000 if alone and alone.calls else 0.0
+        cpu = f.cpu / f.calls * 1000 if f.calls else 0.0
+        cpu_base = alone.cpu / alone.calls * 1000 if alone and alone.calls else 0.0
         rows.append(
             (
                 framework,
@@ -515,6 +527,8 @@ def table(figures: dict[tuple[str, str], Figures]) -> str:
                 f"{per_call:.1f}",
                 f"{per_call - base:+.1f}" if base else "—",
                 f"{per_call / base:.2f}" if base else "—",
+                f"{cpu:.1f}",
+                f"{cpu - cpu_base:+.1f}" if cpu_base else "—",
             )
         )
     return markdown_table(
@@ -531,6 +545,8 @@ def table(figures: dict[tuple[str, str], Figures]) -> str:
             "ms / call",
             "ms added / call",
             "x alone",
+            "CPU ms / call",
+            "CPU ms added / call",
         ),
         rows,
     )
@@ -586,6 +602,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     ]
                     run = runs[-1]
                     run.seconds = min(r.seconds for r in runs)  # the least disturbed run
+                    run.cpu = min(r.cpu for r in runs)
                     measure(run, probes_for(script.replayed), counter, total)
                     print(
                         f"{framework} / {config} / {script.name}: {len(run.inputs)} calls, "
