@@ -32,6 +32,8 @@ import threading
 from abc import ABC, abstractmethod
 from pathlib import Path
 
+from contextfold.errors import StoreError
+
 if sys.platform != "win32":
     import fcntl
 
@@ -108,7 +110,12 @@ class FileClaims(Claims):
         super().__init__()
         self.path = path
         flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        self._fd: int | None = os.open(path, flags, 0o600)
+        try:
+            self._fd: int | None = os.open(path, flags, 0o600)
+        except OSError as exc:
+            raise StoreError(
+                f"{path}: cannot open the file of the sessions' claims ({exc})"
+            ) from None
 
     def _lock_range(self, session_id: str, kind: int) -> bool:
         if sys.platform == "win32":
@@ -127,6 +134,8 @@ class FileClaims(Claims):
                 fcntl.lockf(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, start, os.SEEK_SET)
         except (BlockingIOError, PermissionError):
             return False
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot lock a session's claim ({exc})") from None
         return True
 
     def _take(self, session_id: str) -> bool:

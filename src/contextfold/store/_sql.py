@@ -156,11 +156,15 @@ class SQLStore(AsyncStoreMixin, ABC):
         """Take ``session_id`` for one request; False at once when another request holds it, in
         this process or any other on the same database. The claim lasts until
         :meth:`release_session`, or until its holder dies (see :mod:`._claims`)."""
-        return self._session_claims().claim(session_id)
+        claims = self._session_claims()
+        with self._translate_errors():
+            return claims.claim(session_id)
 
     def release_session(self, session_id: str) -> None:
         """Give back a claim :meth:`claim_session` took (nothing when none is held)."""
-        self._session_claims().release(session_id)
+        claims = self._session_claims()
+        with self._translate_errors():
+            claims.release(session_id)
 
     def _session_claims(self) -> Claims:
         with self._claims_lock:

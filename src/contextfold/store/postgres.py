@@ -109,7 +109,10 @@ class _AdvisoryClaims(Claims):
 
     def _close(self) -> None:
         conn, self._conn = self._conn, None
-        if conn is not None:
+        if conn is not None and not conn.closed:
+            # Given back before closing: the server frees a closed connection's locks only
+            # once its backend has ended, a moment later.
+            conn.execute("SELECT pg_advisory_unlock_all()")
             conn.close()
 
 
