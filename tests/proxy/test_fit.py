@@ -198,3 +198,46 @@ def test_engine_tools_only_go_into_requests_that_carry_tools(
     assert response.status_code == 200, response.text
     [sent] = upstream.requests
     assert "tools" not in sent.body
+
+
+def test_a_request_below_the_mask_threshold_goes_up_as_the_client_sent_it(
+    proxy: httpx.Client, upstream: ScriptedUpstream
+) -> None:
+    """Nothing to manage: the messages go up as they came (the client's tools too, with the
+    engine's own added after them)."""
+    upstream.script = lambda protocol, body: Reply(text="Fine.")
+    messages = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "List the files."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "ls", "arguments": '{"path": "."}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "a.py\nb.py"},
+        {"role": "user", "content": "And now?"},
+    ]
+    ls = {
+        "type": "function",
+        "function": {
+            "name": "ls",
+            "description": "List a folder.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
+    response = proxy.post(
+        "/v1/chat/completions", json={"model": MODEL, "messages": messages, "tools": [ls]}
+    )
+    assert response.status_code == 200, response.text
+    [sent] = upstream.requests
+    # An assistant turn that only calls tools goes up with "" for null (llama-cpp-python's
+    # server answers HTTP 500 to null): the one spelling the proxy changes.
+    expected = [{**m, "content": ""} if m["content"] is None else m for m in messages]
+    assert sent.body["messages"] == expected
+    assert sent.body["tools"][0] == ls
