@@ -154,6 +154,11 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
+UPSTREAM_KEEPALIVE_SECONDS = 2.0
+"""How long an idle connection to the upstream is kept for reuse: under the idle timeout of
+common servers (uvicorn 5 s, llama.cpp's and Ollama's longer), so a reused one is still open."""
+
+
 def create_app(
     config: ProxyConfig, *, upstream_transport: httpx.AsyncBaseTransport | None = None
 ) -> Starlette:
@@ -173,7 +178,14 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         store: ProxyStore = open_store(config.store)
         timeout = httpx.Timeout(config.upstream_timeout, connect=30.0)
-        async with httpx.AsyncClient(timeout=timeout, transport=upstream_transport) as http:
+        # A pooled connection is reused only while the upstream surely keeps it open: servers
+        # close idle ones after a few seconds (uvicorn 5 s), and a request sent on one the
+        # server is closing fails with a ReadError before any byte of the answer (seen as a 502
+        # in the hostile fuzz run).
+        limits = httpx.Limits(keepalive_expiry=UPSTREAM_KEEPALIVE_SECONDS)
+        async with httpx.AsyncClient(
+            timeout=timeout, limits=limits, transport=upstream_transport
+        ) as http:
             state = ProxyState(config, store, Engines(config, store), http, config.salt())
             holder["state"] = state
             seals["seal"] = CompactionSeal(state.salt)
