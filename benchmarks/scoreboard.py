@@ -26,6 +26,7 @@ ORDER: tuple[tuple[str, str], ...] = (
     ("redaction", "python -m benchmarks.redaction"),
     ("engine_overhead", "python -m benchmarks.engine_overhead"),
     ("compaction", "python -m benchmarks.compaction"),
+    ("clients", "python -m benchmarks.clients"),
 )
 """The benchmarks that judge targets, in scoreboard order, with the command that measures them."""
 
