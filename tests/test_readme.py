@@ -1,5 +1,6 @@
-"""Every Python block of README.md runs as printed (issue 15: the library snippet raised
-``NameError: my_tools``).
+"""Every Python block of README.md and of the pages in docs/ runs as printed (issue 15: the
+library snippet raised ``NameError: my_tools``), and the README's benchmark figures are
+RESULTS.md's (issue 30: they had drifted from it), each quoted once.
 
 Each block runs in a fresh temporary folder (``CONTEXTFOLD_HOME`` there too) with what the README
 assumes you have: a project file for the agent to read, and a Claude Code log named
@@ -24,10 +25,15 @@ from pathlib import Path
 import pytest
 
 import contextfold.providers
+from benchmarks._results import RESULTS
+from benchmarks.readme_figures import BLOCK, render
 from contextfold import Message, ScriptedModel, ToolCallPart, ToolResultPart, Usage
 from tests.formats.writers import claude_code, write_jsonl
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = (README, *sorted((ROOT / "docs").glob("*.md")))
+"""The README and the docs pages it links to: their blocks run the same way."""
 
 PROJECT_FILE = "parser.py"
 """The file the scripted agent reads with the README's tool."""
@@ -39,21 +45,28 @@ TRANSCRIPT = "session.jsonl"
 
 @dataclass(frozen=True)
 class Block:
-    """One fenced Python block of the README, and the line it starts on."""
+    """One fenced Python block of a page, and the line it starts on."""
 
+    page: str
     line: int
     code: str
 
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
 
-def python_blocks(text: str) -> list[Block]:
-    """Every block fenced as ```python, in order."""
+
+def python_blocks(page: Path) -> list[Block]:
+    """Every block of ``page`` fenced as ```python, in order."""
+    text = page.read_text(encoding="utf-8")
+    name = page.relative_to(ROOT).as_posix()
     return [
-        Block(text.count("\n", 0, found.start()) + 2, found.group(1))
+        Block(name, text.count("\n", 0, found.start()) + 2, found.group(1))
         for found in re.finditer(r"^```python\n(.*?)^```$", text, flags=re.M | re.S)
     ]
 
 
-BLOCKS = python_blocks(README.read_text(encoding="utf-8"))
+BLOCKS = [block for page in PAGES for block in python_blocks(page)]
 
 
 def scripted_agent() -> ScriptedModel:
@@ -88,15 +101,15 @@ def readme_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_the_readme_has_the_library_and_replay_examples() -> None:
-    """The blocks this file runs are the ones the README promises (none skipped by a typo in
+    """The blocks this file runs are the ones the pages promise (none skipped by a typo in
     the fence)."""
-    assert len(BLOCKS) == README.read_text(encoding="utf-8").count("```python")
+    assert len(BLOCKS) == sum(p.read_text(encoding="utf-8").count("```python") for p in PAGES)
     assert any("model_from_name" in b.code for b in BLOCKS)
     assert any("replay_transcript" in b.code for b in BLOCKS)
 
 
 @pytest.mark.filterwarnings("ignore::contextfold.store.SQLiteVersionWarning")
-@pytest.mark.parametrize("block", BLOCKS, ids=[f"README.md:{b.line}" for b in BLOCKS])
+@pytest.mark.parametrize("block", BLOCKS, ids=[b.where for b in BLOCKS])
 def test_a_readme_python_block_runs_as_printed(
     block: Block, readme_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -110,7 +123,7 @@ def test_a_readme_python_block_runs_as_printed(
     monkeypatch.setattr(contextfold.providers, "model_from_name", model_from_name)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(block.code, f"README.md:{block.line}", "exec"), {"__name__": "__readme__"})
+        exec(compile(block.code, block.where, "exec"), {"__name__": "__readme__"})
 
     # What each kind of block promises happened, not merely that it raised nothing.
     if named:  # the agent loop: the model saw the file through the tool, and the loop ended
@@ -122,4 +135,37 @@ def test_a_readme_python_block_runs_as_printed(
         report = readme_folder / "report.html"
         assert report.stat().st_size > 0 and "<svg" in report.read_text(encoding="utf-8")
         assert printed.getvalue().strip()  # the figures it prints
-    assert named or "write_report" in block.code, "a README block this test does not check"
+    assert named or "write_report" in block.code, "a block this test does not check"
+
+
+def _block(text: str, name: str) -> str:
+    begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
+    assert begin in text and end in text, f"README.md has no {name} block"
+    return text.split(begin, 1)[1].split(end, 1)[0].strip()
+
+
+def test_the_readme_figures_are_results_md_s() -> None:
+    """The README's benchmark figures are the scoreboard rows of RESULTS.md as it is now:
+    ``python -m benchmarks.scoreboard`` (or ``benchmarks.readme_figures``) rewrites them."""
+    results = RESULTS.read_text(encoding="utf-8")
+    assert _block(README.read_text(encoding="utf-8"), BLOCK) == render(results).strip(), (
+        "README.md's figures differ from benchmarks/RESULTS.md: python -m benchmarks.readme_figures"
+    )
+
+
+FIGURE = re.compile(r"\$?\d[\d,]*\.\d+ ?(?:%|ms|x)?")
+"""A measured figure: a number with decimals (``91.6%``, ``$53.06``, ``0.03 %``, ``1.24x``)."""
+
+
+def test_each_benchmark_figure_appears_once() -> None:
+    """No page repeats a figure of the README's block elsewhere (the README once quoted
+    92.7 % where RESULTS.md said 91.6 %)."""
+    readme = README.read_text(encoding="utf-8")
+    figures = set(FIGURE.findall(_block(readme, BLOCK)))
+    outside = readme.replace(_block(readme, BLOCK), "")
+    for page in PAGES[1:]:
+        outside += page.read_text(encoding="utf-8")
+    repeated = sorted(
+        f for f in figures if re.search(rf"(?<![\d.$]){re.escape(f)}(?![\d])", outside)
+    )
+    assert not repeated, f"figures quoted again outside the README's figures block: {repeated}"

