@@ -24,6 +24,7 @@ BLOCK = "figures"
 """The name of the README's block (``<!-- BEGIN figures -->`` … ``<!-- END figures -->``)."""
 
 CHOSEN: tuple[tuple[str, str], ...] = (
+    ("proxy", "real clients through the proxy"),
     ("overflow", "0 requests over the window"),
     ("grounding", "default preset"),
     ("cache", "≥ 85% prefix reuse"),
