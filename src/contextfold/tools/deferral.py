@@ -301,6 +301,9 @@ class ToolDeferral:
         """The client tools the latest full selection deferred; they stay deferred (and the
         others stay sent) until :meth:`refresh`, so the tool list does not change between
         calls: it opens the provider's cached prefix."""
+        self._squeezed_total: tuple[tuple[TokenCounter, tuple[str, ...]], int] | None = None
+        """:meth:`squeezed_tokens`' latest count, by counter and tool names (asked for each
+        output the session takes in)."""
         self._squeezed = False
         """Set by :meth:`squeeze`: from then on only the client tools the model called are
         sent (the rest wait behind ``tool_search``)."""
@@ -369,7 +372,10 @@ class ToolDeferral:
         ]
         if not any(_name(t) == TOOL_SEARCH_TOOL.name for t in keep):
             keep.append(TOOL_SEARCH_TOOL)
-        return min(last.description_tokens, self._safe_total(keep, counter))
+        key = (counter, tuple(_name(t) for t in keep))
+        if self._squeezed_total is None or self._squeezed_total[0] != key:
+            self._squeezed_total = (key, self._safe_total(keep, counter))
+        return min(last.description_tokens, self._squeezed_total[1])
 
     def state(self) -> dict[str, Any]:
         """What a resumed session needs to defer the same tools: the use order, this turn's
