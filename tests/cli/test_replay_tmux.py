@@ -1,5 +1,5 @@
-"""``contextfold replay`` in a real terminal 100 columns wide (a tmux pane): the table fits, and
-no number is cut.
+"""``contextfold replay`` in a real terminal 80 or 100 columns wide (a tmux pane): the table
+fits, no number, label or file name is cut, and ``--wide`` loses no column.
 
 Set ``CONTEXTFOLD_SCREENSHOTS`` to a folder to keep a picture of the pane (``docs/`` holds the one
 of the Claude Code session).
@@ -53,7 +53,9 @@ def tmux() -> Iterator[list[str]]:
     subprocess.run([*command, "kill-server"], capture_output=True, check=False)
 
 
-def _in_pane(tmux: list[str], folder: Path, files: list[Path], *options: str) -> str:
+def _in_pane(
+    tmux: list[str], folder: Path, files: list[Path], *options: str, columns: int = PANE_COLUMNS
+) -> str:
     """The pane's text (with its colour escapes) once ``contextfold replay FILES OPTIONS`` has
     run in it, from ``folder`` where the files are linked under their own names (so that the
     command and the table show those names, as a user's would)."""
@@ -63,7 +65,7 @@ def _in_pane(tmux: list[str], folder: Path, files: list[Path], *options: str) ->
     shown = shlex.join(["contextfold", *args])
     command = shlex.join([sys.executable, "-c", "from contextfold.cli import main; main()", *args])
     script = f"echo {shlex.quote('$ ' + shown)}; {command} 2>/dev/null; echo {DONE}; sleep 600"
-    session = ["new-session", "-d", "-s", "replay", "-c", str(folder), *_size()]
+    session = ["new-session", "-d", "-s", "replay", "-c", str(folder), *_size(columns)]
     subprocess.run(
         [*tmux, *session, "sh", "-c", script],
         check=True,
@@ -83,8 +85,8 @@ def _in_pane(tmux: list[str], folder: Path, files: list[Path], *options: str) ->
     pytest.fail(f"the replay did not finish within {REPLAY_SECONDS} s")
 
 
-def _size() -> list[str]:
-    return ["-x", str(PANE_COLUMNS), "-y", str(PANE_ROWS)]
+def _size(columns: int = PANE_COLUMNS) -> list[str]:
+    return ["-x", str(columns), "-y", str(PANE_ROWS)]
 
 
 def _plain(ansi: str) -> str:
@@ -126,3 +128,36 @@ def test_a_claude_code_replay_fits_a_100_column_pane(tmux: list[str], tmp_path: 
     shown = _in_pane(tmux, pane, [session, EXAMPLE], "--window", "100000")
     # Three presets and Claude Code's recorded row, three presets, and the totals.
     _check_table(shown, 10, "replay-table", tmp_path)
+
+
+WIDE_HEADERS = ("requests", "peak", "window", "masks", "sent", "reads", "reuse", "anthropic")
+"""Words of every figure column's header in ``--wide`` (with ``openai`` and ``kept``)."""
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+@pytest.mark.parametrize("wide", [False, True], ids=["default", "wide"])
+def test_every_column_and_name_fits_80_and_100_columns(
+    tmux: list[str], tmp_path: Path, columns: int, wide: bool
+) -> None:
+    """A table wider than the pane comes in parts, each repeating the preset column: no column,
+    label or figure is lost, and file names are never split."""
+    long_name = "a-generated-session-with-a-long-file-name-" + "z" * 20 + ".json"
+    generated = tmp_path / "made" / long_name
+    generated.parent.mkdir()
+    generated.write_text(json.dumps(coding_session(40)), encoding="utf-8")
+    pane = tmp_path / "pane"
+    pane.mkdir()
+    options = ["--window", "6000", *(["--wide"] if wide else [])]
+    text = _plain(_in_pane(tmux, pane, [EXAMPLE, generated], *options, columns=columns))
+    lines = text.splitlines()
+    assert "…" not in text
+    assert max(len(line) for line in lines) <= columns
+    assert any(line.startswith(long_name) for line in lines)  # whole, on one line
+    assert any(line.startswith(EXAMPLE.name) for line in lines)
+    words = " ".join(lines).split()
+    for header in (*WIDE_HEADERS, "openai") if wide else ("peak", "window", "reuse"):
+        assert header in words
+    assert words.count("kept") >= 1
+    # Every preset row ends in its facts, whole ("4/4", never "4/").
+    facts = re.findall(r"^  (?:mask-first|summarize|window) .*?(\S+)$", text, flags=re.M)
+    assert facts and all(re.fullmatch(r"\d+/\d+|\)|[\d.,%]+", f) for f in facts)

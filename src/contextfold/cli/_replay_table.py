@@ -1,10 +1,11 @@
-"""The terminal table of ``contextfold replay``: a row naming each transcript (and its request
-count), then a row per preset, fitting a 100-column terminal.
+"""The terminal table of ``contextfold replay``: a line naming each transcript (and its request
+count), then a row per preset, fitting the terminal (80 columns and up).
 
 By default the table shows the figures a comparison of presets is read by (the largest request,
 requests over the window, compactions, tokens sent, prefix reuse, facts kept); ``--wide`` adds
-the request count, the summarizer's reading and both costs. Numbers are never cut: on a narrow
-terminal only the transcripts' names wrap. A run of several transcripts ends with every preset's
+the request count, the summarizer's reading and both costs. Nothing is cut: the transcripts'
+names wrap between words, and a table wider than the terminal is printed in parts, each
+repeating the preset column. A run of several transcripts ends with every preset's
 totals; under the table come the model and window of each replay and what the reader must know
 before comparing with the original agent.
 """
@@ -132,62 +133,94 @@ WIDE_COLUMNS: tuple[str, ...] = tuple(_COLUMNS)
 
 
 def print_table(replays: Sequence[TranscriptReplay], *, wide: bool = False) -> None:
-    """The table of ``replays`` (a row naming each transcript, then a row per preset), and the
+    """The table of ``replays`` (a line naming each transcript, then a row per preset), and the
     lines a reader needs under it."""
     if not replays:
         return
     columns = [_COLUMNS[k] for k in (WIDE_COLUMNS if wide else DEFAULT_COLUMNS)]
-    blank = [""] * len(columns)
-    rows: list[list[str]] = []
+    groups: list[tuple[str, list[list[str]]]] = []
     for replay, label in zip(replays, short_labels([r.label for r in replays]), strict=True):
         requests = _render.plural(_requests(replay), "request")
-        rows.append([f"[bold]{_render.escape(label)}[/bold] [dim]· {requests}[/dim]", *blank])
-        rows += [
-            [f"{_INDENT}{run.preset}", *(c.run(run) for c in columns)]
-            for run in replay.runs.values()
-        ]
+        rows = [[run.preset, *(c.run(run) for c in columns)] for run in replay.runs.values()]
         original = replay.original
         if original.compactions:
             cells = (f"[dim]{c.original(original)}[/dim]" for c in columns)
-            rows.append([f"{_INDENT}[dim]{agent_name(replay.format)}[/dim]", *cells])
+            rows.append([f"[dim]{agent_name(replay.format)}[/dim]", *cells])
+        groups.append((f"[bold]{_render.escape(label)}[/bold] [dim]· {requests}[/dim]", rows))
     if len(replays) > 1:
         totals = preset_totals(replays)
         requests = _render.plural(sum(_requests(r) for r in replays), "request")
-        rows.append(
-            [f"[bold]all {len(replays):,} transcripts[/bold] [dim]· {requests}[/dim]", *blank]
+        rows = [[t.preset, *(c.totals(t) for c in columns)] for t in totals.values()]
+        groups.append(
+            (f"[bold]all {len(replays):,} transcripts[/bold] [dim]· {requests}[/dim]", rows)
         )
-        rows += [[f"{_INDENT}{t.preset}", *(c.totals(t) for c in columns)] for t in totals.values()]
     out = _render.console()
-    out.print(_table(["transcript / preset", *(c.header for c in columns)], rows))
+    headers = ["preset", *(c.header for c in columns)]
+    for part in _parts(headers, [row for _, rows in groups for row in rows], out.width):
+        for number, (name, rows) in enumerate(groups):
+            out.print(name)  # wraps between words, never inside a file name
+            out.print(
+                _table(
+                    [headers[i] for i in part],
+                    [[r[i] for i in part] for r in rows],
+                    widths=[_width(headers[i], groups, i) for i in part],
+                    header=number == 0,
+                )
+            )
     for line in _footer(replays, wide):
         out.print(line)
 
 
-_INDENT = "  "
-"""Presets are indented under the row naming their transcript."""
+_INDENT = 2
+"""Presets are indented under the line naming their transcript."""
+_GAP = 2
+"""Spaces between two columns (a rich table's padding on each side)."""
 
 
 def _requests(replay: TranscriptReplay) -> int:
     return max((len(run.turns) for run in replay.runs.values()), default=0)
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
-    """A table whose figure columns are never narrower than their widest cell: on a narrow
-    terminal only the names wrap, and no number is cut."""
+def _cell_width(cell: str) -> int:
+    return max(cell_len(line) for line in Text.from_markup(cell).plain.split("\n"))
+
+
+def _width(header: str, groups: Sequence[tuple[str, list[list[str]]]], index: int) -> int:
+    """The width of column ``index``: its widest cell or header line, in every group (so that
+    the groups' tables line up)."""
+    cells = [header, *(row[index] for _, rows in groups for row in rows if row[index])]
+    extra = _INDENT if index == 0 else 0
+    return max(_cell_width(cell) for cell in cells) + extra
+
+
+def _parts(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[list[int]]:
+    """The column indexes of each table to print: all of them when they fit ``width``, else the
+    figure columns in as few runs as fit, each after the preset column. No column is dropped or
+    cut: a terminal too narrow for the whole table gets it in parts."""
+    groups = [("", [list(row) for row in rows])]
+    widths = [_width(header, groups, i) for i, header in enumerate(headers)]
+    parts: list[list[int]] = [[0]]
+    used = widths[0]
+    for index in range(1, len(headers)):
+        if len(parts[-1]) > 1 and used + _GAP + widths[index] > width:
+            parts.append([0])
+            used = widths[0]
+        parts[-1].append(index)
+        used += _GAP + widths[index]
+    return parts
+
+
+def _table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], *, widths: Sequence[int], header: bool
+) -> Table:
+    """One table of fixed column widths: figures never wrap or cut, preset names are indented."""
     table = _render.table(*headers, numeric=tuple(headers[1:]))
-    for index, column in enumerate(table.columns):
-        cells = [headers[index], *(row[index] for row in rows if row[index])]
-        if index == 0:
-            # The names of transcripts fold; a preset's name (one short word) is its minimum.
-            column.overflow = "fold"
-            cells = [cell for cell in cells if cell.startswith(_INDENT)]
-        else:
-            column.no_wrap = True
-        column.min_width = max(
-            cell_len(line) for cell in cells for line in Text.from_markup(cell).plain.split("\n")
-        )
+    table.show_header = header
+    for column, column_width in zip(table.columns, widths, strict=True):
+        column.no_wrap = True
+        column.min_width = column.max_width = column_width
     for row in rows:
-        table.add_row(*row)
+        table.add_row(" " * _INDENT + row[0], *row[1:])
     return table
 
 

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from contextfold.cli import _render
 from contextfold.cli._app import CommandGroup
@@ -87,6 +89,8 @@ def list_sessions(
 
 NARROW_LIST = 100
 """Below this many columns ``sessions list`` shows the time without the year."""
+MODEL_MIN_CHARS = 16
+"""Widest the model column is kept at when the title gives way (a longer name folds)."""
 PARENT_PREFIX_CHARS = 12
 """Shortest start of a parent id the list shows (longer when needed to be unique)."""
 
@@ -100,19 +104,12 @@ def _list_table(
     """The sessions as a table that fits ``width`` with every id whole: the title gives way
     first, a parent is shown by the shortest unique start of its id (any command takes it),
     and a column nobody fills (parent, proxy saved) is left out."""
-    table = Table(header_style="bold", box=None, pad_edge=False)
-    longest = max(len(info.id) for info in sessions)
-    table.add_column("id", no_wrap=True, min_width=longest)
-    table.add_column("title", no_wrap=True, overflow="ellipsis", ratio=1, min_width=5)
-    table.add_column("model", overflow="fold")
-    table.add_column("messages", justify="right", no_wrap=True)
-    table.add_column("updated", no_wrap=True)
     parents = any(info.parent_id for info in sessions)
-    if parents:
-        table.add_column("parent", no_wrap=True)
-    if proxied:
-        table.add_column("proxy saved", justify="right", no_wrap=True)
     clock = "%m-%d %H:%M" if width < NARROW_LIST else "%Y-%m-%d %H:%M"
+    headers = ["id", "title", "model", "messages", "updated"]
+    headers += ["parent"] if parents else []
+    headers += ["proxy saved"] if proxied else []
+    rows = []
     for info in sessions:
         row = [
             _render.escape(info.id),
@@ -125,6 +122,26 @@ def _list_table(
             row.append(_render.escape(_unique_start(info.parent_id or "", known_ids)))
         if proxied:
             row.append(_saved_cell(proxied[info.id]) if info.id in proxied else "")
+        rows.append(row)
+    widths = [
+        max(cell_len(Text.from_markup(cell).plain) for cell in (header, *column))
+        for header, column in zip(headers, zip(*rows, strict=True), strict=True)
+    ]
+    widths[2] = min(widths[2], MODEL_MIN_CHARS)  # a longer model name folds
+    # The title takes what is left (at least 5 columns); every other column keeps its width.
+    widths[1] = max(5, min(widths[1], width - sum(widths) + widths[1] - 2 * (len(widths) - 1)))
+    table = Table(header_style="bold", box=None, pad_edge=False)
+    for header, column_width in zip(headers, widths, strict=True):
+        numeric = header in ("messages", "proxy saved")
+        table.add_column(
+            header,
+            justify="right" if numeric else "left",
+            no_wrap=header != "model",
+            overflow="fold" if header == "model" else "ellipsis",
+            min_width=column_width,
+            max_width=column_width,
+        )
+    for row in rows:
         table.add_row(*row)
     return table
 
