@@ -59,6 +59,21 @@ def test_a_rewritten_history_continues_in_a_child_session(engine: ContextEngine)
     assert engine.store.get_session(sync.session.id).parent_id == first
 
 
+def test_a_resent_history_appends_nothing_and_a_trimmed_one_starts_a_child(
+    engine: ContextEngine,
+) -> None:
+    sync = HistorySync(engine)
+    history = _history()
+    sync.update(history)
+    first = sync.session.id
+    assert sync.update(history) == 0 and sync.session.id == first
+    trimmed = history[:-1]
+    kept = [m for m in trimmed if m.role != "system"]
+    assert sync.update(trimmed) == len(kept)  # the framework dropped a message: a child
+    assert sync.session.id != first
+    assert engine.store.get_session(sync.session.id).parent_id == first
+
+
 @pytest.mark.filterwarnings("ignore::contextfold.store.SQLiteVersionWarning")
 def test_a_resumed_session_recognises_its_history(engine: ContextEngine, tmp_path: Path) -> None:
     sync = HistorySync(engine)

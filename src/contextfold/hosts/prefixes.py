@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from contextfold.store import PrefixIndex
 
-__all__ = ["Prefix", "ResentHistory", "chain_heads", "extend_head"]
+__all__ = ["MemoryPrefixIndex", "Prefix", "ResentHistory", "chain_heads", "extend_head"]
 
 
 def chain_heads(digests: Sequence[bytes]) -> list[str]:
@@ -89,3 +89,28 @@ class ResentHistory:
         got (``visible``: its digest)."""
         head = extend_head(self.heads[-1], visible)
         self.index.record_proxy_head(self.tenant, head, session_id, len(self.heads) + 1, seq)
+
+
+class MemoryPrefixIndex:
+    """A :class:`~contextfold.store.PrefixIndex` in memory, for one host that keeps its own
+    sessions (:class:`~contextfold.hosts.sync.HistorySync`): where a session stands is how many
+    messages :meth:`appended` says it holds."""
+
+    def __init__(self) -> None:
+        self._heads: dict[tuple[str, str], tuple[str, int]] = {}
+        self._held: dict[str, int] = {}
+
+    def appended(self, session_id: str, count: int) -> None:
+        """``session_id`` now holds ``count`` messages of its host's history."""
+        self._held[session_id] = count
+
+    def record_proxy_head(
+        self, tenant: str, head: str, session_id: str, messages: int, seq: int
+    ) -> None:
+        self._heads[(tenant, head)] = (session_id, seq)
+
+    def find_proxy_heads(self, tenant: str, heads: Sequence[str]) -> dict[str, tuple[str, int]]:
+        return {h: self._heads[(tenant, h)] for h in heads if (tenant, h) in self._heads}
+
+    def session_head(self, session_id: str) -> tuple[int, int]:
+        return self._held.get(session_id, 0), 0

@@ -3,10 +3,11 @@ history, and get the engine's view of it for the next model call.
 
 Frameworks hand their model the whole history on every call (a LangChain state, an Agents SDK
 run's input items, pydantic-ai's message list). :class:`HistorySync` appends to the session only
-what is new since the last call, recognised by a digest of each message, so the transcript in
-the store grows by exactly what happened. A history that no longer starts with what the session
-holds (the framework's own summarization, a trimmed list) continues in a fresh session, linked
-to the old one as its parent: nothing already stored is rewritten.
+what is new since the last call, recognised as the proxy recognises its clients' histories
+(:class:`~contextfold.hosts.prefixes.ResentHistory`, here on an index in memory), so the
+transcript in the store grows by exactly what happened. A history that no longer starts with
+what the session holds (the framework's own summarization, a trimmed list) continues in a fresh
+session, linked to the old one as its parent: nothing already stored is rewritten.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import replace
 from contextfold.engine import ContextEngine, PreparedRequest, Session
 from contextfold.engine.session import SystemPrompt
 from contextfold.hosts.digests import message_digest
+from contextfold.hosts.prefixes import MemoryPrefixIndex, ResentHistory
 from contextfold.messages import (
     Message,
     ToolResultPart,
@@ -45,10 +47,11 @@ class HistorySync:
         self.engine = engine
         self.title = title
         self._session = session
-        self._seen: list[bytes] = []
+        self._index = MemoryPrefixIndex()
         self._lock = threading.RLock()
         if session is not None:
-            self._seen = [message_digest(m) for m in _stored(session)]
+            stored = ResentHistory(self._index, "", [message_digest(m) for m in _stored(session)])
+            self._hold(stored, session, 0)
 
     @property
     def session(self) -> Session:
@@ -63,17 +66,35 @@ class HistorySync:
         the number of messages appended. System messages are left to :meth:`prepare`'s
         ``system`` (frameworks resend them on every call)."""
         messages = [m for m in history if m.role != "system"]
-        digests = [message_digest(m) for m in messages]
         with self._lock:
-            known = len(self._seen)
-            if digests[:known] != self._seen:
-                self._restart()
-                known = 0
+            resent = ResentHistory(self._index, "", [message_digest(m) for m in messages])
+            known = self._continued(resent)
             session = self.session
             for message in messages[known:]:
                 session.add(message)
-            self._seen = digests
+            self._hold(resent, session, known)
             return len(messages) - known
+
+    def _continued(self, resent: ResentHistory) -> int:
+        """How many of ``resent``'s messages the session holds already (the longest recorded
+        prefix, while the session still ends there); 0 after starting a child session when the
+        framework rewrote its history."""
+        current = self._session
+        held = 0 if current is None else self._index.session_head(current.id)[0]
+        prefixes = resent.prefixes()
+        longest = prefixes[0] if prefixes else None
+        ours = longest is not None and current is not None and longest.session_id == current.id
+        if ours and longest is not None and resent.continues(longest):
+            return longest.count
+        if held or (longest is not None and current is not None):
+            self._restart()
+        return 0
+
+    def _hold(self, resent: ResentHistory, session: Session, start: int) -> None:
+        """Record the prefixes ``session`` now holds, from ``start`` on."""
+        for count in range(start + 1, len(resent) + 1):
+            resent.record(session.id, count, count)
+        self._index.appended(session.id, len(resent))
 
     def _restart(self) -> None:
         """The framework rewrote its history: go on in a new session, the old one its parent."""
@@ -81,7 +102,6 @@ class HistorySync:
         self._session = self.engine.new_session(
             title=self.title, parent_id=parent.id if parent is not None else None
         )
-        self._seen = []
 
     def prepare(
         self,
