@@ -101,6 +101,7 @@ class Conversation:
         self.reply_floor = 0
         """The least the reply reserve is, set when a reply stopped at a limit the proxy set
         (twice that limit)."""
+        self._latest: list[Message] | None = None
 
     # -- finding the session -----------------------------------------------------------------
 
@@ -306,7 +307,9 @@ class Conversation:
 
     def _latest_step(self) -> list[Message]:
         """The client's last assistant message and everything after it, as neutral messages
-        (read from the wire only here: the rest of a long history is not converted)."""
+        (read from the wire only here, once: the rest of a long history is not converted)."""
+        if self._latest is not None:
+            return self._latest
         latest: list[Message] = []
         for index in range(len(self.heads) - 1, -1, -1):
             [group] = self.client.read(index, index + 1)
@@ -314,6 +317,7 @@ class Conversation:
                 latest[:0] = [m for m in group if m.role == "assistant"]
                 break
             latest[:0] = group
+        self._latest = latest
         return latest
 
     def reply_reserve(self) -> int:
