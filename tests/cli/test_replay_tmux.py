@@ -1,8 +1,8 @@
 """``contextfold replay`` in a real terminal 80 or 100 columns wide (a tmux pane): the table
 fits, no number, label or file name is cut, and ``--wide`` loses no column.
 
-Set ``CONTEXTFOLD_SCREENSHOTS`` to a folder to keep a picture of the pane (``docs/`` holds the one
-of the Claude Code session).
+Set ``CONTEXTFOLD_SCREENSHOTS`` to a folder to keep a picture of the pane (the docs' screenshots
+are made by ``docs/screenshots.py``).
 """
 
 from __future__ import annotations
