@@ -119,3 +119,36 @@ def test_the_html_report_is_private(tmp_path: Path) -> None:
     result = runner.invoke(app, ["replay", str(example_path), "--report", str(report)], env=ENV)
     assert result.exit_code == 0, result.output
     assert stat.S_IMODE(report.stat().st_mode) == 0o600
+
+
+def test_a_wrong_provider_is_the_first_thing_said() -> None:
+    """Not "pass --window": the window of a provider that does not exist is beside the point."""
+    result = runner.invoke(app, ["run", "--model", "nosuch/model", "hi"], env=ENV)
+    assert result.exit_code != 0
+    said = _said(result)
+    assert "names no known provider" in said and "--window" not in said
+
+
+def test_a_bad_window_is_reported_as_the_variable_that_set_it() -> None:
+    result = runner.invoke(
+        app, ["run", "--model", "scripted/x", "hi"], env={**ENV, "CONTEXTFOLD_WINDOW": "-5"}
+    )
+    assert result.exit_code != 0
+    said = " ".join(_said(result).split())
+    assert "CONTEXTFOLD_WINDOW" in said and "-5" in said and "models." not in said
+
+
+def test_sessions_list_keeps_the_model_column_at_80_columns(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = open_store(path)
+    try:
+        store.create_session(title="a long title " * 5, model="anthropic/claude-sonnet-4-5")
+    finally:
+        store.close()
+    result = runner.invoke(
+        app, ["sessions", "list", "--store", str(path)], env={**ENV, "COLUMNS": "80"}
+    )
+    assert result.exit_code == 0, result.output
+    header = result.stdout.splitlines()[0].split()
+    assert header == ["id", "title", "model", "messages", "updated"]
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80

@@ -49,7 +49,7 @@ from contextfold.errors import ConfigError
 from contextfold.events import EventSink
 from contextfold.model_registry import ModelInfo, default_registry, model_for_window, provider_named
 from contextfold.prompt.instructions import DEFAULT_MAX_BYTES, InstructionsLoader
-from contextfold.providers import ChatModel, model_from_name, served_window
+from contextfold.providers import ChatModel, check_provider, model_from_name, served_window
 from contextfold.store import SessionStore, open_store
 
 __all__ = [
@@ -174,10 +174,16 @@ def model_info(name: str, settings: Settings) -> ModelInfo:
     ``window`` setting, else (unless the config sets it) by what a local server states
     (llama.cpp's ``/props``, vLLM's ``/v1/models``); a model neither the registry nor its
     server knows needs that setting."""
+    check_provider(name)  # a wrong provider is the first thing to say, not a missing window
     registry = default_registry().copy()
     if settings.models:
         registry.update_from_mapping(settings.models)
     window: int | None = settings.get("window")
+    if window is not None and window <= 0:
+        where = settings.source("window")
+        raise ConfigError(
+            "window", f"must be a positive number of tokens, got {window} (from {where})"
+        )
     if window is None and "context_window" not in settings.models.get(name, {}):
         served = served_window(name, base_url=settings.get("base_url"))
         window = served.window if served is not None else None

@@ -45,7 +45,7 @@ from contextfold.chat import (
     ToolCallStarted,
 )
 from contextfold.providers._estimated_usage import UsageEstimatedWarning
-from contextfold.providers._factory import model_from_name, served_window
+from contextfold.providers._factory import check_provider, model_from_name, served_window
 from contextfold.providers._retry import RetryPolicy
 from contextfold.providers._server_window import (
     ContextWindowWarning,
@@ -86,6 +86,7 @@ __all__ = [
     "UsageEstimatedWarning",
     "WindowCheck",
     "check_ollama_context",
+    "check_provider",
     "check_server_window",
     "model_from_name",
     "probe_server_window",

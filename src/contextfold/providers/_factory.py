@@ -12,7 +12,7 @@ from contextfold.providers._server_window import ServerWindow, probe_server_wind
 from contextfold.providers.base import BaseChatModel
 from contextfold.providers.ollama import OLLAMA_BASE_URL
 
-__all__ = ["OPENAI_COMPATIBLE_SERVERS", "model_from_name", "served_window"]
+__all__ = ["OPENAI_COMPATIBLE_SERVERS", "check_provider", "model_from_name", "served_window"]
 
 OPENAI_COMPATIBLE_SERVERS: Mapping[str, tuple[str, str, bool]] = {
     "vllm": ("http://localhost:8000/v1", "VLLM_API_KEY", False),
@@ -36,6 +36,18 @@ def _echo(request: ChatRequest) -> str:
 def _split(name: str) -> tuple[str, str]:
     provider, _, model = name.partition("/")
     return provider.strip().lower().replace(".", ""), model
+
+
+def check_provider(name: str) -> None:
+    """Raise :class:`ConfigError` when ``name`` (``provider/model``) names no known provider:
+    the first thing wrong with such a name, before its window or anything else is asked."""
+    provider, _ = _split(name)
+    if provider not in _PROVIDERS:
+        raise ConfigError(
+            "model",
+            f"{name!r} names no known provider; write provider/model with provider one of "
+            f"{', '.join(_PROVIDERS)} (e.g. 'openai/gpt-4.1-mini', 'ollama/qwen3:8b')",
+        )
 
 
 def _asks_the_server(provider: str, base_url: str | None) -> bool:
@@ -93,12 +105,7 @@ def model_from_name(
         from contextfold.providers.scripted import ScriptedModel
 
         return ScriptedModel(name=model or "scripted", default=_echo, **options)
-    if provider not in _PROVIDERS:
-        raise ConfigError(
-            "model",
-            f"{name!r} names no known provider; write provider/model with provider one of "
-            f"{', '.join(_PROVIDERS)} (e.g. 'openai/gpt-4.1-mini', 'ollama/qwen3:8b')",
-        )
+    check_provider(name)
     if not model:
         raise ConfigError(
             "model", f"{name!r} names a provider but no model: write {provider}/MODEL"
