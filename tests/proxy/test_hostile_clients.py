@@ -125,6 +125,8 @@ def test_the_access_log_is_private_and_redacts_what_the_client_sent(tmp_path: Pa
     lines = [json.loads(line) for line in text.splitlines()]
     assert len(lines) >= 2
     assert all(len(v) <= 201 for line in lines for v in line.values() if isinstance(v, str))
+    # Enums are printed as words (issue 30: the log said "Zone.OK").
+    assert [line["zone"] for line in lines if "zone" in line] == ["ok"]
 
 
 def test_a_reply_calling_engine_and_client_tools_is_one_write_with_its_head(
