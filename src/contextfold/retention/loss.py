@@ -344,8 +344,8 @@ def _covered(before: Sequence[Message], after: Sequence[Message]) -> set[str]:
 def left_the_view(items: Iterable[LedgerItem], after: Sequence[Message]) -> list[LedgerItem]:
     """The ``items`` whose wording no longer appears in ``after``'s conversation (what a ledger
     refreshed for ``after`` must name: what is still in view needs no entry)."""
-    text = ViewText.of([m for m in after if not is_summary(m)]).in_view
-    return [item for item in items if not any(n in text for n in _ledger_needles(item))]
+    view = ViewText.of([m for m in after if not is_summary(m)])
+    return [item for item in items if not view.shows(_ledger_needles(item))]
 
 
 def _ledger_needles(item: LedgerItem) -> tuple[str, ...]:

@@ -201,6 +201,7 @@ class ViewText:
         self._joined: str | None = None
         self._word_set: frozenset[str] | None = None
         self._word_text: str | None = None
+        self._output_words: tuple[frozenset[str], str] | None = None
         self._read: dict[str, str] = {} if read is None else read
 
     @classmethod
@@ -262,12 +263,26 @@ class ViewText:
         needles = tuple(needles)
         if self.read_ref is None or not self.refs:
             return None
-        joined = self._all_outputs
-        if not any(n in joined for n in needles):
+        if not any(self._in_outputs(n) for n in needles):
             return None
         return next(
             (ref for ref, text in self.outputs.items() if any(n in text for n in needles)), None
         )
+
+    def _in_outputs(self, needle: str) -> bool:
+        """Whether any stored output holds ``needle``: the word shortcuts of :meth:`shows`,
+        on the outputs' words (each output's kept across reports: outputs never change)."""
+        if self._output_words is None:
+            words = frozenset().union(*(_words_of(t) for t in self.outputs.values()))
+            self._output_words = (words, "\n".join(words))
+        words, distinct = self._output_words
+        split = needle.split(" ")
+        if len(split) == 1:
+            return needle in distinct
+        inner = split[1:-1]
+        if inner and not words.issuperset(inner):
+            return False
+        return needle in self._all_outputs
 
     def shows(self, needles: Iterable[str]) -> bool:
         """Whether the view's ordinary messages hold one of ``needles`` (normalized).
@@ -319,6 +334,12 @@ class ViewText:
 def _read_text(text: str) -> tuple[str, tuple[str, ...]]:
     """``text`` normalized, and the refs it names."""
     return normalize(text), tuple(REF_PATTERN.findall(text))
+
+
+@lru_cache(maxsize=TEXT_CACHE_SIZE)
+def _words_of(normalized: str) -> frozenset[str]:
+    """The words of a normalized text (a stored output: looked up again at every compaction)."""
+    return frozenset(normalized.split(" "))
 
 
 def message_texts(message: Message) -> Iterable[str]:
