@@ -14,6 +14,7 @@ tools. The client's protocol and the upstream's need not be the same.
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Generator, Mapping
@@ -791,7 +792,15 @@ def write_access_log(log: Mapping[str, Any], tally: Mapping[str, int]) -> None:
     """One JSON line per request (never a key or a message's content). Every text is redacted
     and cut to :data:`LOGGED_TEXT_CHARS`: the client chose some of it."""
     fields = {key: _loggable(value) for key, value in {**log, **tally}.items()}
-    access_logger.info(json.dumps(fields, default=str, separators=(",", ":")))
+    access_logger.info(json.dumps(fields, default=_json_fallback, separators=(",", ":")))
+
+
+def _json_fallback(value: object) -> object:
+    """What JSON cannot write itself: an enum as its word value (``"ok"``, not ``Zone.OK``),
+    anything else as its text."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    return str(value)
 
 
 def _loggable(value: Any) -> Any:
