@@ -89,6 +89,9 @@ class ModelInfo:
     tokenizer: str = "heuristic"
     """A name :func:`contextfold.tokens.counters.counter_for` understands."""
     aliases: tuple[str, ...] = ()
+    given_name: str | None = None
+    """The name a user or client gave for this model (``qwen3:8b``), when the entry was found
+    under a normalised one (``qwen3``): the store records it (see :attr:`stored_name`)."""
 
     def __post_init__(self) -> None:
         if self.provider not in PROVIDERS:
@@ -116,6 +119,11 @@ class ModelInfo:
         """``provider/name``."""
         return f"{self.provider}/{self.name}"
 
+    @property
+    def stored_name(self) -> str:
+        """The model a session records: the name given, else ``provider/name``."""
+        return self.given_name or self.key
+
     def cost(self, usage: Usage) -> float | None:
         """USD for one call's usage; None when the model has no known input/output price."""
         if self.input_price is None or self.output_price is None:
@@ -136,7 +144,7 @@ class ModelInfo:
         return dollars / 1_000_000
 
 
-_FIELDS = {f.name for f in dataclasses.fields(ModelInfo)}
+_FIELDS = {f.name for f in dataclasses.fields(ModelInfo)} - {"given_name"}
 
 
 def model_for_window(

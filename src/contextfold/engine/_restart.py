@@ -98,7 +98,7 @@ def restart(
 
     def create() -> SessionInfo:
         return deps.store.create_session(
-            model=deps.model.key, title=parent.title, parent_id=parent_id, metadata=metadata
+            model=deps.model.stored_name, title=parent.title, parent_id=parent_id, metadata=metadata
         )
 
     # A store that cannot make the child degrades the session to memory (reported once).

@@ -173,7 +173,7 @@ class ContextEngine:
     ) -> Session:
         """Start a session in the store."""
         info = self.store.create_session(
-            model=self.model.key,
+            model=self.model.stored_name,
             title=title,
             metadata=dict(metadata or {}),
             session_id=session_id,

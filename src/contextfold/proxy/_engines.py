@@ -105,6 +105,7 @@ class Engines:
             assert config.window is not None
             return ModelInfo(
                 name=client_model,
+                given_name=client_model,
                 context_window=config.window,
                 provider=provider,
                 # The most a reply may take; each session's reserve is sized from its own
@@ -115,7 +116,8 @@ class Engines:
             )
         # Requests go where the client sends them: the cache style and history rules are the
         # upstream protocol's, whoever made the model.
-        info = replace(info, provider=provider)
+        # ... and the store records the model as it was named (qwen3:8b), not as it was found.
+        info = replace(info, provider=provider, given_name=config.model or client_model)
         if config.window is not None:
             info = replace(
                 info,
