@@ -12,7 +12,8 @@ import typer
 
 from contextfold.cli._render import print_error
 from contextfold.cli._store import StoreLocation, print_store_warnings, store_location
-from contextfold.errors import ConfigError, UsageError, install_hint
+from contextfold.errors import ConfigError, UnknownModelError, UsageError, install_hint
+from contextfold.model_registry import default_registry
 from contextfold.store import SQLiteVersionWarning, open_store
 
 __all__ = ["proxy"]
@@ -37,6 +38,20 @@ def _create_store(location: StoreLocation) -> None:
         warnings.simplefilter("always", SQLiteVersionWarning)
         open_store(location.target, **options).close()
     print_store_warnings(caught, location)
+
+
+def _check_model(model: str | None, window: int | None) -> None:
+    """Refuse at start a ``--model`` the registry does not know, unless ``--window`` gives its
+    window: otherwise every request would fail later, one by one, with the same error."""
+    if model is None or window is not None:
+        return
+    try:
+        default_registry().get(model)
+    except UnknownModelError as exc:
+        hint = f" (did you mean {', '.join(exc.suggestions)}?)" if exc.suggestions else ""
+        raise UsageError(
+            f"unknown model {model!r}{hint}: give its context window with --window TOKENS"
+        ) from None
 
 
 def proxy(
@@ -173,6 +188,7 @@ def proxy(
             "--compactor is deprecated; use --preset (the name every command takes)", warning=True
         )
         preset = compactor
+    _check_model(model, window)
     location = store_location(store)
     _create_store(location)
     config = proxy_config.ProxyConfig(
