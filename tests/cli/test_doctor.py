@@ -49,10 +49,10 @@ def test_api_keys_are_reported_but_never_printed(monkeypatch: pytest.MonkeyPatch
 
 
 def test_database_url_password_is_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CONTEXTFOLD_DATABASE_URL", "postgresql://bob:hunter2@db.local/agents")
+    monkeypatch.setenv("CONTEXTFOLD_DATABASE_URL", "postgresql://bob:hunter2@127.0.0.1:9/agents")
     result = runner.invoke(app, ["doctor"])
     assert "hunter2" not in result.stdout
-    assert "set: postgresql://bob:***@db.local/agents" in result.stdout
+    assert "set: postgresql://bob:***@127.0.0.1:9/agents" in result.stdout
 
 
 def test_config_files_are_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,3 +74,66 @@ def test_broken_config_fails_the_check(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "not valid TOML" in result.stdout
     assert "1 problem to fix" in result.stdout
+
+
+POSTGRES = "postgresql://postgres@127.0.0.1:5432"
+
+
+def _store_check(monkeypatch: pytest.MonkeyPatch) -> tuple[int, dict[str, str]]:
+    result = runner.invoke(app, ["doctor", "--json"])
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    return result.exit_code, checks["store"]
+
+
+def _postgres_is_up() -> bool:
+    try:
+        import psycopg
+
+        psycopg.connect(f"{POSTGRES}/postgres", connect_timeout=3).close()
+    except Exception:
+        return False
+    return True
+
+
+def test_a_missing_postgres_database_fails_naming_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not _postgres_is_up():
+        pytest.skip(f"no PostgreSQL server at {POSTGRES}")
+    monkeypatch.chdir(tmp_path)
+    project = tmp_path / "contextfold.toml"
+    project.write_text(f'store = "{POSTGRES}/no_such_db"\n', encoding="utf-8")
+    code, check = _store_check(monkeypatch)
+    assert code == 1 and check["status"] == "error"
+    assert 'database "no_such_db" does not exist' in check["detail"]
+    assert f"the `store` setting, from {project}" in check["detail"]
+    result = runner.invoke(app, ["doctor"])
+    assert "ready" not in result.stdout.rstrip().splitlines()[-1]
+
+
+def test_an_existing_postgres_database_is_ok(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not _postgres_is_up():
+        pytest.skip(f"no PostgreSQL server at {POSTGRES}")
+    monkeypatch.setenv("CONTEXTFOLD_STORE", f"{POSTGRES}/postgres")
+    _, check = _store_check(monkeypatch)
+    assert check["status"] == "ok", check
+    assert "env CONTEXTFOLD_STORE" in check["detail"]
+
+
+def test_an_unwritable_sqlite_store_fails_naming_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    not_a_folder = tmp_path / "notes.txt"
+    not_a_folder.write_text("a file where the store's folder should be\n", encoding="utf-8")
+    monkeypatch.setenv("CONTEXTFOLD_STORE", str(not_a_folder / "sessions.db"))
+    code, check = _store_check(monkeypatch)
+    assert code == 1 and check["status"] == "error"
+    assert f"{not_a_folder} is a file, not a folder" in check["detail"]
+    assert "the `store` setting, from env CONTEXTFOLD_STORE" in check["detail"]
+
+
+def test_no_configured_store_means_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CONTEXTFOLD_STORE", raising=False)
+    monkeypatch.delenv("CONTEXTFOLD_DATABASE_URL", raising=False)
+    _, check = _store_check(monkeypatch)
+    assert check["status"] == "info" and "default store" in check["detail"]

@@ -18,12 +18,18 @@ import typer
 from contextfold._version import __version__
 from contextfold.cli import _render
 from contextfold.cli._render import JsonFlag
-from contextfold.cli._store import WAL_RESET_SETTING, WAL_RESET_SILENCE, warn_wal_reset
+from contextfold.cli._store import (
+    WAL_RESET_SETTING,
+    WAL_RESET_SILENCE,
+    StoreLocation,
+    warn_wal_reset,
+)
 from contextfold.config import API_KEY_ENV_VARS, PROJECT_FILE_NAME, USER_FILE_NAME, load_settings
 from contextfold.errors import ContextfoldError, install_hint
 from contextfold.paths import config_dir, data_dir, default_store_path
 from contextfold.store.postgres import DATABASE_URL_ENV, redact_url
 from contextfold.store.sqlite import has_wal_reset_bug, wal_reset_explanation
+from contextfold.store.sqlite_paths import write_problem
 from contextfold.tokens.counters import TiktokenCounter
 from contextfold.tokens.tokenizers import ENCODINGS
 
@@ -178,9 +184,50 @@ def _config() -> Iterator[Check]:
 def _storage() -> Iterator[Check]:
     yield Check("storage", "data dir", "info", _exists(data_dir()))
     yield Check("storage", "default store", "info", _exists(default_store_path()))
+    yield from _configured_store()
     url = os.environ.get(DATABASE_URL_ENV)
-    detail = f"set: {redact_url(url)}" if url else "not set (the default store is used)"
+    detail = f"set: {redact_url(url)}" if url else "not set"
     yield Check("storage", DATABASE_URL_ENV, "info", detail)
+
+
+def _configured_store() -> Iterator[Check]:
+    """The store the configuration names (``store`` in contextfold.toml, CONTEXTFOLD_STORE,
+    CONTEXTFOLD_DATABASE_URL), tried the way a command would use it: every command would fail
+    on a database that does not exist or a file it cannot write."""
+    try:
+        settings = load_settings()
+    except ContextfoldError:
+        return  # the config check reports it
+    target = settings.get("store")
+    if not target:
+        yield Check("storage", "store", "info", "not set: the default store is used")
+        return
+    where = f"the `store` setting, from {settings.source('store')}"
+    location = StoreLocation(str(target))
+    if location.file is not None:
+        problem = write_problem(location.file)
+    elif location.target.startswith(("postgresql://", "postgres://")):
+        problem = _postgres_problem(location.target)
+    else:
+        problem = "not a SQLite path or a postgresql:// URL"
+    if problem is None:
+        yield Check("storage", "store", "ok", f"{location} ({where})")
+    else:
+        yield Check("storage", "store", "error", f"{location}: {problem} ({where})")
+
+
+def _postgres_problem(url: str) -> str | None:
+    """Why the PostgreSQL database at ``url`` cannot be used, or None. Connects only: doctor
+    creates no tables."""
+    try:
+        import psycopg
+    except ImportError:
+        return f"needs the postgres extra: {install_hint('postgres')}"
+    try:
+        psycopg.connect(url, connect_timeout=3).close()
+    except psycopg.Error as exc:
+        return " ".join(str(exc).split())
+    return None
 
 
 def _keys() -> Iterator[Check]:
