@@ -393,7 +393,7 @@ class Exchange:
                 prepared.tokens,
             )
             self.log["max_tokens_clamped"] = [self.client.max_tokens, max_tokens]
-        self.log["zone"] = prepared.zone.value  # "ok", not "Zone.OK"
+        self.log["zone"] = prepared.zone  # written as "ok" by the log's JSON fallback
         request = self._carried(prepared.to_chat_request(max_tokens=max_tokens))
         return self.upstream_side.upstream_body(
             self.client,
