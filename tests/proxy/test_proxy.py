@@ -3,6 +3,11 @@
 The upstream's script plays a model that runs a big shell command, then reads its offloaded
 output back with the engine's ``read_result`` when the proxy offers it. Each test checks one
 promise of the proxy: what the client sees, what the upstream receives, what the store holds.
+
+Most run in process (:func:`in_process`: the proxy behind Starlette's test client, its upstream
+behind ``httpx.ASGITransport``; no socket, no server thread). The two SDK tests that stream the
+engine's extra round to the client run end to end on loopback sockets (:func:`proxy_url`),
+where buffering would show.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +25,7 @@ import openai
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from starlette.testclient import TestClient
 
 from contextfold import ContextEngine
 from contextfold.history.repair import history_rules_for, validate
@@ -93,11 +100,15 @@ def store_path(tmp_path: Path) -> Path:
     return tmp_path / "proxy.db"
 
 
-def _proxy(upstream_url: str, store_path: Path, **settings: Any) -> Any:
+def _proxy(
+    upstream_url: str,
+    store_path: Path,
+    upstream_transport: httpx.AsyncBaseTransport | None = None,
+    **settings: Any,
+) -> Any:
     settings.setdefault("window", WINDOW)
-    return create_app(
-        ProxyConfig(upstream=upstream_url, store=store_path, tenant_salt=b"salt", **settings)
-    )
+    config = ProxyConfig(upstream=upstream_url, store=store_path, tenant_salt=b"salt", **settings)
+    return create_app(config, upstream_transport=upstream_transport)
 
 
 @pytest.fixture
@@ -112,8 +123,34 @@ def upstream(agentic: Agentic) -> ScriptedUpstream:
 
 @pytest.fixture
 def proxy_url(upstream: ScriptedUpstream, store_path: Path) -> Iterator[str]:
+    """The proxy and its upstream on real sockets (end to end: the SDKs' streams over TCP)."""
     with serve(upstream) as upstream_url, serve(_proxy(upstream_url, store_path)) as url:
         yield url
+
+
+PROXY = "http://proxy"
+"""The proxy's base URL in process."""
+
+
+@contextmanager
+def in_process(upstream: Any, store_path: Path, **settings: Any) -> Iterator[httpx.Client]:
+    """The proxy in this process, its upstream reached through ``httpx.ASGITransport``: no
+    socket, no server thread. The client is an ``httpx.Client`` (Starlette's test client, which
+    runs the app's lifespan), usable as the SDKs' ``http_client``."""
+    app = _proxy(
+        "http://upstream",
+        store_path,
+        upstream_transport=httpx.ASGITransport(upstream),
+        **settings,
+    )
+    with TestClient(app, base_url=PROXY) as client:
+        yield client
+
+
+@pytest.fixture
+def proxy(upstream: ScriptedUpstream, store_path: Path) -> Iterator[httpx.Client]:
+    with in_process(upstream, store_path) as client:
+        yield client
 
 
 def _anthropic_turns(client: anthropic.Anthropic, *, stream: bool) -> list[Any]:
@@ -250,8 +287,10 @@ def test_mixed_reply_gives_the_client_its_own_calls_and_reconciles(
     upstream: ScriptedUpstream, store_path: Path, stream: bool
 ) -> None:
     upstream.script = Agentic(mixed=True)
-    with serve(upstream) as upstream_url, serve(_proxy(upstream_url, store_path)) as url:
-        client = anthropic.Anthropic(base_url=url, api_key="key-m", max_retries=0)
+    with in_process(upstream, store_path) as http:
+        client = anthropic.Anthropic(
+            base_url=PROXY, api_key="key-m", max_retries=0, http_client=http
+        )
         first, second = _anthropic_turns(client, stream=stream)
         # The reply called read_result and bash: the client got bash alone, and stopped there.
         assert [b.name for b in second.content if b.type == "tool_use"] == ["bash"]
@@ -294,10 +333,11 @@ def test_mixed_reply_gives_the_client_its_own_calls_and_reconciles(
 
 
 def test_requests_continue_one_session_and_a_rewrite_forks(
-    proxy_url: str, upstream: ScriptedUpstream, store_path: Path
+    proxy: httpx.Client, upstream: ScriptedUpstream, store_path: Path
 ) -> None:
     upstream.script = lambda protocol, body: Reply(text=f"answer {len(body['messages'])}")
-    client = httpx.Client(base_url=proxy_url, headers={"x-api-key": "key-a"})
+    client = proxy
+    client.headers["x-api-key"] = "key-a"
     history: list[dict[str, Any]] = []
     sessions = []
     for turn in range(3):
@@ -324,28 +364,28 @@ def test_requests_continue_one_session_and_a_rewrite_forks(
     assert [m.role for m in original] == ["user", "assistant"] * 3
 
 
-def test_tenants_never_share_sessions(proxy_url: str, store_path: Path) -> None:
+def test_tenants_never_share_sessions(proxy: httpx.Client, store_path: Path) -> None:
     body = {
         "model": "claude-custom-1",
         "max_tokens": 100,
         "messages": [{"role": "user", "content": "hello"}],
     }
-    first = httpx.post(proxy_url + "/v1/messages", json=body, headers={"x-api-key": "key-a"})
+    first = proxy.post("/v1/messages", json=body, headers={"x-api-key": "key-a"})
     history = [
         *body["messages"],
         {"role": "assistant", "content": first.json()["content"]},
         {"role": "user", "content": "and then?"},
     ]
     # The same history from another key starts its own session...
-    other = httpx.post(
-        proxy_url + "/v1/messages",
+    other = proxy.post(
+        "/v1/messages",
         json={**body, "messages": history},
         headers={"x-api-key": "key-b"},
     )
     assert other.headers["x-contextfold-session"] != first.headers["x-contextfold-session"]
     # ...cannot name the first key's session...
-    stolen = httpx.post(
-        proxy_url + "/v1/messages",
+    stolen = proxy.post(
+        "/v1/messages",
         json={**body, "messages": history},
         headers={
             "x-api-key": "key-b",
@@ -355,8 +395,8 @@ def test_tenants_never_share_sessions(proxy_url: str, store_path: Path) -> None:
     assert stolen.status_code == 404
     assert stolen.json()["error"]["type"] == "not_found_error"
     # ...and does not see it listed.
-    listed_b = httpx.get(proxy_url + "/contextfold/sessions", headers={"x-api-key": "key-b"})
-    listed_a = httpx.get(proxy_url + "/contextfold/sessions", headers={"x-api-key": "key-a"})
+    listed_b = proxy.get("/contextfold/sessions", headers={"x-api-key": "key-b"})
+    listed_a = proxy.get("/contextfold/sessions", headers={"x-api-key": "key-a"})
     ids_b = {s["id"] for s in listed_b.json()["sessions"]}
     ids_a = {s["id"] for s in listed_a.json()["sessions"]}
     assert first.headers["x-contextfold-session"] in ids_a - ids_b
@@ -365,10 +405,10 @@ def test_tenants_never_share_sessions(proxy_url: str, store_path: Path) -> None:
     assert b"key-a" not in raw and b"key-b" not in raw
 
 
-def test_explicit_session_header_names_the_session(proxy_url: str, store_path: Path) -> None:
+def test_explicit_session_header_names_the_session(proxy: httpx.Client, store_path: Path) -> None:
     def ask(text: str, headers: dict[str, str]) -> httpx.Response:
-        return httpx.post(
-            proxy_url + "/v1/messages",
+        return proxy.post(
+            "/v1/messages",
             json={
                 "model": "claude-custom-1",
                 "max_tokens": 50,
@@ -418,9 +458,9 @@ def test_explicit_session_header_names_the_session(proxy_url: str, store_path: P
     ],
 )
 def test_bad_requests_get_the_protocol_error_and_store_nothing(
-    proxy_url: str, store_path: Path, path: str, body: bytes, status: int, needle: str
+    proxy: httpx.Client, store_path: Path, path: str, body: bytes, status: int, needle: str
 ) -> None:
-    response = httpx.post(proxy_url + path, content=body, headers={"x-api-key": "k"})
+    response = proxy.post(path, content=body, headers={"x-api-key": "k"})
     assert response.status_code == status
     error = response.json()
     if path == "/v1/messages":
@@ -433,24 +473,25 @@ def test_bad_requests_get_the_protocol_error_and_store_nothing(
 def test_auth_key_and_size_limit_are_checked_first(
     upstream: ScriptedUpstream, store_path: Path
 ) -> None:
-    app = _proxy("http://127.0.0.1:9", store_path, auth_key="proxy-secret", max_request_bytes=4096)
     body = {
         "model": "claude-custom-1",
         "max_tokens": 10,
         "messages": [{"role": "user", "content": "hi"}],
     }
-    with serve(app) as url:
-        refused = httpx.post(url + "/v1/messages", json=body)
+    # No upstream transport: the proxy's client goes to the network (nothing listens on 9).
+    app = _proxy("http://127.0.0.1:9", store_path, auth_key="proxy-secret", max_request_bytes=4096)
+    with TestClient(app, base_url=PROXY) as proxy:
+        refused = proxy.post("/v1/messages", json=body)
         assert refused.status_code == 401
         assert refused.json()["error"]["type"] == "authentication_error"
         big = {**body, "messages": [{"role": "user", "content": "x" * 10_000}]}
-        too_big = httpx.post(
-            url + "/v1/messages", json=big, headers={"x-contextfold-key": "proxy-secret"}
+        too_big = proxy.post(
+            "/v1/messages", json=big, headers={"x-contextfold-key": "proxy-secret"}
         )
         assert too_big.status_code == 413
         # Past both checks, an unreachable upstream is a clean 502 in the protocol's format.
-        unreachable = httpx.post(
-            url + "/v1/chat/completions",
+        unreachable = proxy.post(
+            "/v1/chat/completions",
             json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
             headers={"x-contextfold-key": "proxy-secret"},
         )
@@ -463,11 +504,10 @@ def test_upstream_overflow_is_recovered_once(upstream: ScriptedUpstream, store_p
     # refused, the engine learns the real limit, compacts, and the client never notices.
     upstream.window = 5_000
     upstream.script = lambda protocol, body: Reply(text="noted")
-    with (
-        serve(upstream) as upstream_url,
-        serve(_proxy(upstream_url, store_path, window=16_000)) as url,
-    ):
-        client = anthropic.Anthropic(base_url=url, api_key="key-a", max_retries=0)
+    with in_process(upstream, store_path, window=16_000) as http:
+        client = anthropic.Anthropic(
+            base_url=PROXY, api_key="key-a", max_retries=0, http_client=http
+        )
         history: list[dict[str, Any]] = []
         for turn in range(9):
             history.append({"role": "user", "content": f"step {turn}: " + "data " * 600})
@@ -483,9 +523,11 @@ def test_upstream_overflow_is_recovered_once(upstream: ScriptedUpstream, store_p
         assert engine.resume(info.id).learned_window is not None  # ...and learned from it
 
 
-def test_max_tokens_is_clamped_to_the_window(proxy_url: str, upstream: ScriptedUpstream) -> None:
-    response = httpx.post(
-        proxy_url + "/v1/messages",
+def test_max_tokens_is_clamped_to_the_window(
+    proxy: httpx.Client, upstream: ScriptedUpstream
+) -> None:
+    response = proxy.post(
+        "/v1/messages",
         json={
             "model": "claude-custom-1",
             "max_tokens": 64_000,
@@ -501,12 +543,9 @@ def test_max_tokens_is_clamped_to_the_window(proxy_url: str, upstream: ScriptedU
 def test_unknown_model_without_a_window_is_refused_clearly(
     upstream: ScriptedUpstream, store_path: Path
 ) -> None:
-    with (
-        serve(upstream) as upstream_url,
-        serve(_proxy(upstream_url, store_path, window=None)) as url,
-    ):
-        response = httpx.post(
-            url + "/v1/chat/completions",
+    with in_process(upstream, store_path, window=None) as proxy:
+        response = proxy.post(
+            "/v1/chat/completions",
             json={"model": "my-local-model", "messages": [{"role": "user", "content": "hi"}]},
         )
     assert response.status_code == 400
@@ -538,11 +577,8 @@ def test_dry_run_forwards_untouched_and_records(
         ],
         "tools": [BASH_TOOL],
     }
-    with (
-        serve(upstream) as upstream_url,
-        serve(_proxy(upstream_url, store_path, window=200_000, dry_run=True)) as url,
-    ):
-        response = httpx.post(url + "/v1/messages", json=body, headers={"x-api-key": "k"})
+    with in_process(upstream, store_path, window=200_000, dry_run=True) as proxy:
+        response = proxy.post("/v1/messages", json=body, headers={"x-api-key": "k"})
     assert response.status_code == 200
     if stream:  # the upstream's events, as it sent them
         assert "event: message_stop" in response.text
@@ -553,11 +589,11 @@ def test_dry_run_forwards_untouched_and_records(
         assert [m.role for _, m in store.iter_messages(info.id)][-1] == "assistant"
 
 
-def test_models_and_count_tokens_pass_through(proxy_url: str) -> None:
-    models = httpx.get(proxy_url + "/v1/models", headers={"x-api-key": "k"})
+def test_models_and_count_tokens_pass_through(proxy: httpx.Client) -> None:
+    models = proxy.get("/v1/models", headers={"x-api-key": "k"})
     assert models.status_code == 200 and models.json()["data"]
-    counted = httpx.post(
-        proxy_url + "/v1/messages/count_tokens",
+    counted = proxy.post(
+        "/v1/messages/count_tokens",
         json={"model": "m", "messages": [{"role": "user", "content": "hello there"}]},
         headers={"x-api-key": "k"},
     )
@@ -606,7 +642,7 @@ PIXEL = (  # a 1x1 PNG
 
 
 def test_images_and_signed_thinking_reach_the_upstream_as_sent(
-    proxy_url: str, upstream: ScriptedUpstream
+    proxy: httpx.Client, upstream: ScriptedUpstream
 ) -> None:
     upstream.script = lambda protocol, body: Reply(text="A red pixel.")
     thinking = {"type": "thinking", "thinking": "Look first.", "signature": "sig-abc123"}
@@ -631,7 +667,7 @@ def test_images_and_signed_thinking_reach_the_upstream_as_sent(
             },
         ],
     }
-    response = httpx.post(proxy_url + "/v1/messages", json=body, headers={"x-api-key": "k"})
+    response = proxy.post("/v1/messages", json=body, headers={"x-api-key": "k"})
     assert response.status_code == 200, response.text
     sent = upstream.requests_for("/v1/messages")[-1].body
     assert sent["thinking"] == body["thinking"]  # the client's own fields go up as sent
@@ -643,7 +679,7 @@ def test_images_and_signed_thinking_reach_the_upstream_as_sent(
 
 
 def test_the_clients_instructions_are_not_pinned_into_its_system_prompt(
-    proxy_url: str, upstream: ScriptedUpstream
+    proxy: httpx.Client, upstream: ScriptedUpstream
 ) -> None:
     """Agents resend their standing instructions every time: the proxy does not pin them."""
     upstream.script = lambda protocol, body: Reply(text="ok")
@@ -653,7 +689,7 @@ def test_the_clients_instructions_are_not_pinned_into_its_system_prompt(
         "system": "You are a coding agent.",
         "messages": [{"role": "user", "content": "Never touch the tests folder. Fix the bug."}],
     }
-    response = httpx.post(proxy_url + "/v1/messages", json=body, headers={"x-api-key": "k"})
+    response = proxy.post("/v1/messages", json=body, headers={"x-api-key": "k"})
     assert response.status_code == 200
     sent = upstream.requests_for("/v1/messages")[-1].body
     assert "".join(b["text"] for b in sent["system"]) == "You are a coding agent."

@@ -1,0 +1,218 @@
+"""Real agents through the proxy to a real llama.cpp server (Gemma 3 270M) that serves
+``/v1/responses`` and ``/v1/messages`` itself (issue 27, "the real llama.cpp tier").
+
+The model is for plumbing, not quality: a 270M base model says noise and does not call tools
+on demand (llama.cpp's ``chatml`` template has no tool-call format, and ``tool_choice:
+required`` does not force one), so no plan is scripted. What is checked is what the plumbing
+must do whatever the model says: the client's requests reach the real server through the
+proxy in the client's own protocol, the server's replies (text, usage) come back in a shape
+the client accepts, the client exits 0 both times (``exec`` then ``exec resume --last``), and
+the proxy keeps the conversation as one stored session, its second run continuing the first.
+
+On 2 shared cores, prompt evaluation runs at roughly 50 tokens a second: Codex's first request
+(about 6,000 tokens: its prompt and tools) takes minutes. Hence ``slow``, and one test per client.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.clients.conftest import installed
+from tests.clients.harness import (
+    ClientRun,
+    ProxyRun,
+    RunFigures,
+    clean_env,
+    conversation_sessions,
+    proxied,
+    record_figures,
+    run_client,
+)
+from tests.real_model.conftest import LlamaServerFactory
+
+pytestmark = pytest.mark.slow
+
+N_CTX = 16_384
+"""The server's context (the proxy plans against the same window): room for Codex's prompt
+and tools, and for a resumed conversation."""
+
+TIMEOUT = 1_500.0
+"""Seconds one client run may take: prompt evaluation on 2 shared cores is slow."""
+
+MARK = "cf-real-7d1e"
+"""A word of each task, to find the conversation in the proxy's store."""
+
+
+def answered(proxy: ProxyRun, path: str) -> list[int]:
+    """The statuses the proxy answered the client's requests on ``path`` with."""
+    return [e.status or 0 for e in proxy.recorder.exchanges if e.path == path]
+
+
+def upstream_lines(proxy: ProxyRun) -> list[dict[str, Any]]:
+    """Access-log lines of the model requests (those that went upstream)."""
+    return [line for line in proxy.access_log if line.get("upstream_protocol")]
+
+
+def figures(client: str, proxy: ProxyRun, runs: list[ClientRun]) -> RunFigures:
+    """The row of "Real clients through the proxy" (recorded with ``$CONTEXTFOLD_CLIENT_RESULTS``
+    set, as the scripted tests' are). No plan: steps are the client runs that exited 0."""
+    lines = upstream_lines(proxy)
+    sizes = [int(line.get("client_tokens") or 0) for line in lines]
+    sent = [int(line.get("upstream_tokens") or 0) for line in lines]
+    sessions, chains = conversation_sessions(proxy.store, re.compile(re.escape(MARK)))
+    return RunFigures(
+        client,
+        "proxy",
+        proxy.window,
+        passed=all(r.returncode == 0 for r in runs) and len(runs) == 2,
+        exit_code=runs[-1].returncode,
+        seconds=round(sum(r.seconds for r in runs), 1),
+        client_requests=len(lines),
+        upstream_requests=sum(int(line.get("upstream_calls") or 0) for line in lines),
+        client_tokens=sum(sizes),
+        upstream_tokens=sum(sent),
+        peak_client_request=max(sizes, default=0),
+        peak_upstream_request=max(sent, default=0),
+        sessions=sessions,
+        session_chains=chains,
+        steps_completed=sum(1 for r in runs if r.returncode == 0),
+        steps_planned=2,
+        note="real llama.cpp, Gemma 3 270M; no plan",
+    )
+
+
+@pytest.fixture(scope="module")
+def codex() -> str:
+    return installed("codex", "npm install -g @openai/codex; .ci/run installs it")
+
+
+def write_codex_config(codex_home: Path, base_url: str, model: str) -> None:
+    codex_home.mkdir(parents=True, exist_ok=True)
+    (codex_home / "config.toml").write_text(
+        f"""model = "{model}"
+model_provider = "llamacpp"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+web_search = "disabled"
+model_context_window = 1000000
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[model_providers.llamacpp]
+name = "llama.cpp"
+base_url = "{base_url}/v1"
+wire_api = "responses"
+env_key = "CF_LLAMA_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+supports_websockets = false
+"""
+    )
+
+
+def test_codex_through_the_proxy_to_llamacpp(
+    codex: str,
+    llama_server: LlamaServerFactory,
+    tmp_path: Path,
+) -> None:
+    server = llama_server(N_CTX)
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (work / "README.md").write_text("A small repository.\n")
+    codex_home = home / ".codex"
+    env = clean_env(home, CODEX_HOME=str(codex_home), CF_LLAMA_KEY="sk-local")
+    with proxied(server.url, N_CTX, tmp_path / "proxy.db") as proxy:
+        write_codex_config(codex_home, proxy.url, server.model)
+        runs = [
+            run_client(
+                [codex, "exec", "--skip-git-repo-check", f"Say hello ({MARK})."],
+                cwd=work,
+                env=env,
+                timeout=TIMEOUT,
+                stdin="",
+            )
+        ]
+        if runs[0].returncode == 0:
+            runs.append(
+                run_client(
+                    [codex, "exec", "resume", "--last", "--skip-git-repo-check", "Say it again."],
+                    cwd=work,
+                    env=env,
+                    timeout=TIMEOUT,
+                    stdin="",
+                )
+            )
+    record_figures(figures("codex", proxy, runs), print)
+    for run in runs:
+        assert run.returncode == 0, run.failure(proxy.errors())
+    assert len(runs) == 2
+    statuses = answered(proxy, "/v1/responses")
+    assert len(statuses) >= 2 and set(statuses) == {200}, statuses
+    lines = upstream_lines(proxy)
+    # Codex speaks Responses and llama.cpp serves it: no bridging needed.
+    assert {line["upstream_protocol"] for line in lines} == {"responses"}, lines
+    assert all(line.get("status") == 200 for line in lines), lines
+    sessions, chains = conversation_sessions(proxy.store, re.compile(re.escape(MARK)))
+    assert (sessions, chains) == (1, 1)
+
+
+CLAUDE_N_CTX = 32_768
+"""Claude Code's first request is about 22,000 tokens (its 26 tool definitions are 18,600)."""
+
+
+@pytest.fixture(scope="module")
+def claude() -> str:
+    return installed("claude", "npm install -g @anthropic-ai/claude-code; .ci/run installs it")
+
+
+def test_claude_code_through_the_proxy_to_llamacpp(
+    claude: str, llama_server: LlamaServerFactory, tmp_path: Path
+) -> None:
+    """Claude Code, default tools, ``-p`` then ``-p --continue``: the proxy in front of
+    llama.cpp's own ``/v1/messages``."""
+    server = llama_server(CLAUDE_N_CTX)
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    with proxied(server.url, CLAUDE_N_CTX, tmp_path / "proxy.db") as proxy:
+        env = clean_env(
+            home,
+            ANTHROPIC_BASE_URL=proxy.url,
+            ANTHROPIC_API_KEY="sk-local",
+            ANTHROPIC_MODEL=server.model,
+            DISABLE_TELEMETRY="1",
+            DISABLE_ERROR_REPORTING="1",
+            DISABLE_AUTOUPDATER="1",
+            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+            CLAUDE_CODE_MAX_RETRIES="0",
+            API_TIMEOUT_MS=str(int(TIMEOUT * 1000)),
+        )
+        runs = []
+        for prompt, extra in ((f"Say hello ({MARK}).", []), ("Say it again.", ["--continue"])):
+            runs.append(
+                run_client(
+                    [claude, "-p", *extra, prompt, "--permission-mode", "acceptEdits"],
+                    cwd=work,
+                    env=env,
+                    timeout=TIMEOUT,
+                )
+            )
+            if runs[-1].returncode != 0:
+                break
+    record_figures(figures("claude-code", proxy, runs), print)
+    for run in runs:
+        assert run.returncode == 0, run.failure(proxy.errors())
+    statuses = answered(proxy, "/v1/messages")
+    assert len(statuses) >= 2 and set(statuses) == {200}, statuses
+    lines = upstream_lines(proxy)
+    # llama.cpp serves the Messages API itself: no bridging needed.
+    assert {line["upstream_protocol"] for line in lines} == {"anthropic"}, lines
+    sessions, chains = conversation_sessions(proxy.store, re.compile(re.escape(MARK)))
+    assert (sessions, chains) == (1, 1)
