@@ -24,6 +24,7 @@ upstream got) are printed past pytest's output capture, so they show in CI's log
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -35,6 +36,7 @@ from typing import Any
 
 import pytest
 
+from contextfold.errors import RefNotFoundError
 from contextfold.history.repair import validate
 from contextfold.messages import ToolResultPart
 from tests.proxy.claude_code_script import FINAL_TEXT, PLAN_STEPS, ClaudeCodeScript, tool_results
@@ -268,8 +270,15 @@ def test_claude_code_through_the_proxy(
                 offloaded += 1
             else:
                 assert part.content == text
+        # Outputs are stored whole (a client's output goes up whole up to a quarter of the
+        # window, proxy/_engines.py); the ones a compaction masked later are also kept in a
+        # blob under the ref the upstream saw: the one read_result read is a whole output.
+        blobs = set()
+        for session in sessions:
+            with contextlib.suppress(RefNotFoundError):
+                blobs.add(store.get_blob(session.id, call.arguments["ref"]))
+        assert blobs & set(sent.values()), "read_result's ref does not hold a whole output"
         biggest = max(sent, key=lambda call_id: len(sent[call_id]))
-        assert stored[biggest][1].ref is not None
         figures = [proxy_figures(s) or {} for s in sessions]
 
     client_tokens = [count_input_tokens("anthropic", e.json(), counter) for e in client]
