@@ -64,3 +64,32 @@ def client_venv(name: str, package: str) -> Path:
             ".ci/run does this)"
         )
     return python
+
+
+def write_codex_config(codex_home: Path, base_url: str, model: str = "scripted") -> None:
+    """Codex's ``config.toml``: a provider at ``base_url`` speaking the Responses API over HTTP
+    (``supports_websockets = false``), no retries, no web search, no updates, and a model
+    window so large that Codex never compacts itself (managing the window is the proxy's job)."""
+    codex_home.mkdir(parents=True, exist_ok=True)
+    (codex_home / "config.toml").write_text(
+        f"""model = "{model}"
+model_provider = "cfscripted"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+web_search = "disabled"
+model_context_window = 1000000
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[model_providers.cfscripted]
+name = "scripted"
+base_url = "{base_url}/v1"
+wire_api = "responses"
+env_key = "CF_SCRIPTED_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+supports_websockets = false
+"""
+    )

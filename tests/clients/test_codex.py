@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.clients.conftest import installed
+from tests.clients.conftest import installed, write_codex_config
 from tests.clients.harness import ClientRun, Session, clean_env, drive, run_client
 from tests.clients.plans import PlanScript, Step
 from tests.clients.repo import edits_missing, make_repo
@@ -96,33 +96,6 @@ def plan() -> list[Step]:
     ]
 
 
-def write_config(codex_home: Path, base_url: str) -> None:
-    """``config.toml``: the scripted provider on loopback, no web search, no self-compaction."""
-    codex_home.mkdir(parents=True, exist_ok=True)
-    (codex_home / "config.toml").write_text(
-        f"""model = "scripted"
-model_provider = "cfscripted"
-approval_policy = "never"
-sandbox_mode = "danger-full-access"
-web_search = "disabled"
-model_context_window = 1000000
-check_for_update_on_startup = false
-
-[analytics]
-enabled = false
-
-[model_providers.cfscripted]
-name = "scripted"
-base_url = "{base_url}/v1"
-wire_api = "responses"
-env_key = "CF_SCRIPTED_KEY"
-request_max_retries = 0
-stream_max_retries = 0
-supports_websockets = false
-"""
-    )
-
-
 @pytest.fixture(scope="module")
 def codex() -> str:
     return installed("codex", "npm install -g @openai/codex; .ci/run installs it")
@@ -135,7 +108,7 @@ def codex_session(codex: str, dirs: tuple[Path, Path], note: str = "") -> Sessio
     codex_home = home / ".codex"
 
     def run(base_url: str, arguments: list[str]) -> ClientRun:
-        write_config(codex_home, base_url)
+        write_codex_config(codex_home, base_url)
         env = clean_env(home, CODEX_HOME=str(codex_home), CF_SCRIPTED_KEY="dummy")
         return run_client([codex, "exec", *arguments], cwd=work, env=env, timeout=TIMEOUT, stdin="")
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.clients.conftest import installed
+from tests.clients.conftest import installed, write_codex_config
 from tests.clients.harness import (
     ClientRun,
     ProxyRun,
@@ -90,32 +90,6 @@ def codex() -> str:
     return installed("codex", "npm install -g @openai/codex; .ci/run installs it")
 
 
-def write_codex_config(codex_home: Path, base_url: str, model: str) -> None:
-    codex_home.mkdir(parents=True, exist_ok=True)
-    (codex_home / "config.toml").write_text(
-        f"""model = "{model}"
-model_provider = "llamacpp"
-approval_policy = "never"
-sandbox_mode = "danger-full-access"
-web_search = "disabled"
-model_context_window = 1000000
-check_for_update_on_startup = false
-
-[analytics]
-enabled = false
-
-[model_providers.llamacpp]
-name = "llama.cpp"
-base_url = "{base_url}/v1"
-wire_api = "responses"
-env_key = "CF_LLAMA_KEY"
-request_max_retries = 0
-stream_max_retries = 0
-supports_websockets = false
-"""
-    )
-
-
 def test_codex_through_the_proxy_to_llamacpp(
     codex: str,
     llama_server: LlamaServerFactory,
@@ -127,7 +101,7 @@ def test_codex_through_the_proxy_to_llamacpp(
     work.mkdir()
     (work / "README.md").write_text("A small repository.\n")
     codex_home = home / ".codex"
-    env = clean_env(home, CODEX_HOME=str(codex_home), CF_LLAMA_KEY="sk-local")
+    env = clean_env(home, CODEX_HOME=str(codex_home), CF_SCRIPTED_KEY="sk-local")
     with proxied(server.url, N_CTX, tmp_path / "proxy.db") as proxy:
         write_codex_config(codex_home, proxy.url, server.model)
         runs = [
@@ -163,8 +137,11 @@ def test_codex_through_the_proxy_to_llamacpp(
     assert (sessions, chains) == (1, 1)
 
 
-CLAUDE_N_CTX = 32_768
-"""Claude Code's first request is about 22,000 tokens (its 26 tool definitions are 18,600)."""
+CLAUDE_N_CTX = 16_384
+"""Claude Code's first request is about 22,000 tokens (its 26 tool definitions are 18,600): more
+than the server holds. With ``--defer-tools`` the proxy sends the tools the conversation uses
+and offers the rest behind ``tool_search`` (what a small local model needs anyway), so each
+upstream request is a few thousand tokens."""
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +158,7 @@ def test_claude_code_through_the_proxy_to_llamacpp(
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
-    with proxied(server.url, CLAUDE_N_CTX, tmp_path / "proxy.db") as proxy:
+    with proxied(server.url, CLAUDE_N_CTX, tmp_path / "proxy.db", defer_tools=True) as proxy:
         env = clean_env(
             home,
             ANTHROPIC_BASE_URL=proxy.url,
