@@ -204,13 +204,21 @@ class _ListHandler(logging.Handler):
 
 
 @contextlib.contextmanager
-def proxied(upstream_url: str, window: int, store: Path, **options: Any) -> Iterator[ProxyRun]:
+def proxied(
+    upstream_url: str,
+    window: int,
+    store: Path,
+    upstream_transport: Any = None,
+    **options: Any,
+) -> Iterator[ProxyRun]:
     """``contextfold proxy --upstream upstream_url --window window --store store`` in this
-    process, behind a :class:`TaggingRecorder`, with its access log captured."""
+    process, behind a :class:`TaggingRecorder`, with its access log captured
+    (``upstream_transport``: the proxy's ``httpx`` transport to the upstream, see
+    ``create_app``)."""
     from contextfold.proxy import ProxyConfig, create_app
 
     config = ProxyConfig(upstream=upstream_url, window=window, store=str(store), **options)
-    recorder = TaggingRecorder(create_app(config))
+    recorder = TaggingRecorder(create_app(config, upstream_transport=upstream_transport))
     access: list[dict[str, Any]] = []
     notices: list[str] = []
     handlers = [
