@@ -93,3 +93,18 @@ stream_max_retries = 0
 supports_websockets = false
 """
     )
+
+
+# A real client is a separate program with its own timing: Claude Code refuses an Edit of a file
+# whose modification time moved since its Read, and on a loaded machine one run in a full suite
+# saw that once (the same test passed alone on the same code). One retry keeps CI from failing
+# on such a race; a defect of the proxy fails both tries. The retry is printed in pytest's
+# summary ("rerun"), so a flaky client stays visible.
+CLIENT_RETRIES = 1
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here) and item.get_closest_marker("slow") is not None:
+            item.add_marker(pytest.mark.flaky(reruns=CLIENT_RETRIES))
