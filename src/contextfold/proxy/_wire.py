@@ -8,7 +8,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from contextfold.errors import ProviderError
 from contextfold.messages import Message, ToolCallPart, Usage
+from contextfold.providers.errors import error_from_response
 from contextfold.tool_spec import ToolSpec
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "RoundReply",
     "add_usage",
     "error_kind",
+    "http_upstream_error",
     "sse",
     "too_long",
 ]
@@ -173,3 +176,21 @@ def sse(data: Mapping[str, Any] | str, event: str | None = None) -> bytes:
     text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {text}\n\n".encode()
+
+
+def http_upstream_error(
+    provider: Literal["anthropic", "openai"],
+    status: int,
+    body: object,
+    headers: Mapping[str, str],
+) -> ProviderError:
+    """The error an upstream's HTTP error stands for, as ``provider``'s SDK would map it (an
+    overflow recognised by its wording)."""
+    return error_from_response(
+        provider=provider,
+        status=status,
+        body=body,
+        headers=dict(headers),
+        fallback_message=json.dumps(body)[:500] if body else f"HTTP {status}",
+        env_var="",
+    )

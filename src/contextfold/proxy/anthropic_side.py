@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,9 +15,14 @@ from contextfold.hosts.digests import (
     schema_defaults,
 )
 from contextfold.messages import Message, Usage
-from contextfold.providers.errors import error_from_response
 from contextfold.proxy._request_json import KnownMessages, message_digests
-from contextfold.proxy._wire import ClientError, ClientRequest, MessageReader, sse
+from contextfold.proxy._wire import (
+    ClientError,
+    ClientRequest,
+    MessageReader,
+    http_upstream_error,
+    sse,
+)
 from contextfold.wire import anthropic_request as anthropic_wire
 from contextfold.wire.anthropic import from_anthropic_message, parse_anthropic_response
 from contextfold.wire.anthropic_models import AnthropicRequestError, check_request, system_text
@@ -273,14 +277,7 @@ def read_body(body: Mapping[str, Any]) -> ChatResponse:
 
 def upstream_error(status: int, body: object, headers: Mapping[str, str]) -> ProviderError:
     """The error an upstream's HTTP error stands for (an overflow recognised by its wording)."""
-    return error_from_response(
-        provider="anthropic",
-        status=status,
-        body=body,
-        headers=dict(headers),
-        fallback_message=json.dumps(body)[:500] if body else f"HTTP {status}",
-        env_var="",
-    )
+    return http_upstream_error("anthropic", status, body, headers)
 
 
 # --------------------------------------------------------------------------------------------------

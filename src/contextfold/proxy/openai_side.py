@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,9 +15,14 @@ from contextfold.hosts.digests import (
     schema_defaults,
 )
 from contextfold.messages import Message, Usage
-from contextfold.providers.errors import error_from_response
 from contextfold.proxy._request_json import KnownMessages, message_digests
-from contextfold.proxy._wire import ClientError, ClientRequest, MessageReader, sse
+from contextfold.proxy._wire import (
+    ClientError,
+    ClientRequest,
+    MessageReader,
+    http_upstream_error,
+    sse,
+)
 from contextfold.wire import chat_completions_request as openai_wire
 from contextfold.wire.chat_completions import from_openai_message, parse_openai_response
 from contextfold.wire.chat_completions_models import ChatRequestError, check_request
@@ -257,14 +261,7 @@ def read_body(body: Mapping[str, Any]) -> ChatResponse:
 
 def upstream_error(status: int, body: object, headers: Mapping[str, str]) -> ProviderError:
     """The error an upstream's HTTP error stands for (an overflow recognised by its wording)."""
-    return error_from_response(
-        provider="openai",
-        status=status,
-        body=body,
-        headers=dict(headers),
-        fallback_message=json.dumps(body)[:500] if body else f"HTTP {status}",
-        env_var="",
-    )
+    return http_upstream_error("openai", status, body, headers)
 
 
 # --------------------------------------------------------------------------------------------------
