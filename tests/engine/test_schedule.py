@@ -7,6 +7,8 @@ compact threshold, and each compaction's expected saving is settled with what ca
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from contextfold import ContextPolicy, ModelInfo
@@ -14,11 +16,14 @@ from contextfold.budget import Thresholds
 from contextfold.config import Settings
 from contextfold.engine import _core
 from contextfold.engine._economics import (
+    MAX_HORIZON_TURNS,
+    MIN_HORIZON_TURNS,
     CachePrices,
     Pace,
     PaceTracker,
     Plan,
     Settlement,
+    _play,
     early_compaction_saving,
     edit_saving,
 )
@@ -124,6 +129,43 @@ def test_compacting_early_pays_in_a_roomy_window_and_not_in_a_tight_one() -> Non
     assert saving(16_000, tight) < 0
     # Past the upper threshold there is nothing later to compare with.
     assert saving(80_000, roomy) == 0
+
+
+def _played_turns(
+    start_tokens: float, first_cost: float, pace: Pace, plan: Plan, prices: CachePrices
+) -> float:
+    """The play-forward's definition, one turn at a time (see ``_economics._play``)."""
+    total = first_cost
+    size = start_tokens
+    growth = max(pace.growth, 1.0)
+    ran = max(MIN_HORIZON_TURNS, pace.turns)
+    for k in range(1, MAX_HORIZON_TURNS):
+        grown = size + growth
+        if grown >= plan.upper:
+            cost = prices.summary(grown - plan.floor + plan.summary)
+            cost += prices.request(plan.floor, 0)
+            size = plan.floor
+        else:
+            cost = prices.request(grown, size)
+            size = grown
+        total += ran / (ran + k) * cost
+    return total
+
+
+def test_the_play_forward_by_stretches_equals_the_turn_by_turn_sum() -> None:
+    """The play-forward sums a stretch between compactions at once; over floors above and below
+    the threshold, paces from none to one compaction a turn and first requests past the
+    threshold, it comes to the turn-by-turn sum."""
+    rng = random.Random(28)
+    cases = [(PLAN, Pace(40, 1_500), 50_000.0), (Plan(10_000, 9_999, 500), Pace(0, 0), 9_000.0)]
+    for _ in range(3_000):
+        upper = rng.uniform(1_000, 200_000)
+        plan = Plan(upper, rng.uniform(0, 1.2 * upper), rng.uniform(0, 5_000))
+        growth = rng.choice([0.0, 0.5, rng.uniform(1, 20_000), upper / rng.randint(1, 300)])
+        cases.append((plan, Pace(rng.randint(0, 500), growth), rng.uniform(0, 1.1 * upper)))
+    for plan, pace, start_tokens in cases:
+        played = _play(start_tokens, 0.01, pace, plan, PRICES)
+        assert played == pytest.approx(_played_turns(start_tokens, 0.01, pace, plan, PRICES))
 
 
 def test_the_pace_counts_growth_between_requests_not_edits() -> None:

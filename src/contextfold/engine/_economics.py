@@ -20,6 +20,8 @@ tested as arithmetic.
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass, field
 
 from contextfold.events import Trigger
@@ -157,23 +159,92 @@ def _play(
     it reaches ``k`` more with odds ``n / (n + k)`` (the longer a session has run, the longer
     it tends to go on). Weighing every turn that way, rather than stopping at a fixed count,
     keeps a compaction that lands just past a cut-off from tipping the comparison.
+
+    Summed a stretch between compactions at a time: between two compactions a turn's cost is
+    a straight line in its number, so a stretch costs two lookups in the running sums of the
+    odds (tests/engine/test_schedule.py holds it to the turn-by-turn sum). The schedule plays
+    seven policies forward each time it asks: turn by turn, that made the slowest steady turns
+    of a long session.
     """
+    growth = max(pace.growth, 1.0)
+    odds = _Odds.of(max(MIN_HORIZON_TURNS, pace.turns))
+    last = MAX_HORIZON_TURNS - 1
+    rewrite = prices.request(plan.floor, 0)
     total = first_cost
     size = start_tokens
-    growth = max(pace.growth, 1.0)
-    ran = max(MIN_HORIZON_TURNS, pace.turns)
-    for k in range(1, MAX_HORIZON_TURNS):
-        odds = ran / (ran + k)
-        grown = size + growth
-        if grown >= plan.upper:
-            cost = prices.summary(grown - plan.floor + plan.summary)
-            cost += prices.request(plan.floor, 0)
-            size = plan.floor
-        else:
-            cost = prices.request(grown, size)
-            size = grown
-        total += odds * cost
+    k = 1  # the first turn of the stretch
+    while k <= last:
+        steps = _steps_to(size, growth, plan.upper)  # the stretch's compaction is its last turn
+        grown_until = min(k + steps - 1, last + 1)  # turns k .. grown_until - 1 only grow
+        if grown_until > k:
+            # Turn i reads size + (i - k) * growth from the cache and writes the growth.
+            base = (size - k * growth) * prices.read + growth * prices.write
+            slope = growth * prices.read
+            total += base * odds.between(k, grown_until) + slope * odds.moment(k, grown_until)
+        if grown_until > last:
+            break
+        grown = size + steps * growth
+        cost = prices.summary(grown - plan.floor + plan.summary) + rewrite
+        total += odds.at(grown_until) * cost
+        size = plan.floor
+        k = grown_until + 1
     return total
+
+
+def _steps_to(size: float, growth: float, upper: float) -> int:
+    """Turns of ``growth`` from ``size`` until the view reaches ``upper`` (at least one)."""
+    steps = max(1, math.ceil((upper - size) / growth))
+    # The division may round across the boundary: settle it on the sizes themselves.
+    while steps > 1 and size + (steps - 1) * growth >= upper:
+        steps -= 1
+    while size + steps * growth < upper:
+        steps += 1
+    return steps
+
+
+@dataclass(frozen=True, slots=True)
+class _Odds:
+    """The odds of reaching each later turn (``ran / (ran + k)`` for turn ``k``) with their
+    running sums, plain and times ``k``, so that a stretch of turns sums in two lookups."""
+
+    ran: int
+    sums: tuple[float, ...]
+    """``sums[k]``: the odds of turns 1 to ``k`` added up (``sums[0]`` is 0)."""
+    moments: tuple[float, ...]
+    """``moments[k]``: the same, each turn's odds times its number."""
+
+    @classmethod
+    def of(cls, ran: int) -> _Odds:
+        """The odds for a session that has run ``ran`` turns (the latest remembered: the plays
+        of one decision share them)."""
+        latest = _LATEST_ODDS.get(ran)
+        if latest is not None:
+            return latest
+        each = [ran / (ran + k) for k in range(1, MAX_HORIZON_TURNS)]
+        made = cls(
+            ran,
+            (0.0, *itertools.accumulate(each)),
+            (0.0, *itertools.accumulate(w * k for k, w in enumerate(each, start=1))),
+        )
+        _LATEST_ODDS.clear()
+        _LATEST_ODDS[ran] = made
+        return made
+
+    def at(self, k: int) -> float:
+        """The odds of turn ``k``."""
+        return self.ran / (self.ran + k)
+
+    def between(self, first: int, end: int) -> float:
+        """The odds of turns ``first`` to ``end - 1`` added up."""
+        return self.sums[end - 1] - self.sums[first - 1]
+
+    def moment(self, first: int, end: int) -> float:
+        """The same, each turn's odds times its number."""
+        return self.moments[end - 1] - self.moments[first - 1]
+
+
+_LATEST_ODDS: dict[int, _Odds] = {}
+"""The odds last made, by ``ran`` (one entry; a thread that finds none makes its own)."""
 
 
 def edit_saving(
