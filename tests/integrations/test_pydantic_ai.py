@@ -21,6 +21,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from contextfold import ContextEngine, ContextPolicy, model_for_window
 from contextfold.history.repair import history_rules_for, validate
+from contextfold.hosts.digests import message_digest
+from contextfold.integrations._pydantic_ai_mapping import HistoryMapping
 from contextfold.integrations.pydantic_ai import ContextFold, from_messages, to_messages
 from contextfold.messages import Message, ToolResultPart
 from contextfold.store import BrowsableSessionStore
@@ -130,6 +132,46 @@ def test_the_neutral_form_says_what_the_model_reads(history: list[pa.ModelMessag
     results = [r for m in neutral for r in m.tool_results]
     assert [r.content for r in results] == [p.model_response_str() for p in returns]
     assert [r.is_error for r in results] == [p.outcome != "success" for p in returns]
+
+
+def _said(messages: list[Message]) -> list[tuple[bytes, object]]:
+    """What neutral messages say and carry for the way back (group ids aside: fresh each time)."""
+    out = []
+    for m in messages:
+        sidecar = dict(m.meta.provider.get("pydantic_ai", {}))
+        sidecar.pop("group", None)
+        out.append((message_digest(m), sidecar))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(_histories, _histories)
+def test_a_growing_history_maps_as_a_whole_conversion_would(
+    first: list[pa.ModelMessage], more: list[pa.ModelMessage]
+) -> None:
+    mapping = HistoryMapping()
+    # Call after call the history grows by new objects, and keeps the ones it had.
+    for history in (first, first + more, first + more):
+        neutral = mapping.to_messages(history)
+        assert _said(neutral) == _said(to_messages(history))
+        expected = from_messages(to_messages(history))
+        assert mapping.from_messages(neutral) == expected
+        assert mapping.from_messages(neutral) == expected  # the second time from the memo
+
+
+def test_a_message_changed_in_place_converts_again() -> None:
+    request = pa.ModelRequest(parts=[pa.UserPromptPart("first")])
+    response = pa.ModelResponse(parts=[pa.TextPart("answer")])
+    mapping = HistoryMapping()
+    before = mapping.to_messages([request, response])
+    assert mapping.to_messages([request, response])[0] is before[0]  # unchanged: remembered
+    # pydantic-ai fills in run metadata and appends parts to a request it holds.
+    request.run_id = "run-1"
+    request.parts = [*request.parts, pa.UserPromptPart("second")]
+    after = mapping.to_messages([request, response])
+    assert _said(after) == _said(to_messages([request, response]))
+    assert [m.text for m in after[:2]] == ["first", "second"]
+    assert after[-1] is before[-1]
 
 
 def test_an_output_the_engine_cut_goes_back_with_the_cut_content_and_its_own_fields() -> None:

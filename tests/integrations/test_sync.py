@@ -100,3 +100,24 @@ def test_digests_ignore_what_frameworks_change_on_resend() -> None:
     )
     assert message_digest(said) == message_digest(resent)
     assert message_digest(said) != message_digest(Message.assistant("Done."))
+
+
+@pytest.mark.filterwarnings("ignore::contextfold.store.SQLiteVersionWarning")
+def test_the_remembered_digests_are_those_of_the_history_given(engine: ContextEngine) -> None:
+    """Digests are taken again only past the messages that are the very objects of the last
+    history; a history of equal but new objects, or with a message changed, is recognised as
+    from scratch."""
+    from contextfold.hosts.prefixes import chain_heads
+
+    sync = HistorySync(engine)
+    history = _history()
+    assert sync.update(history) == 3
+    first = sync.session.id
+    again = [Message.from_json(m.to_json()) for m in history]  # equal, not the same objects
+    again.append(Message.user("Thanks."))
+    assert sync.update(again) == 1 and sync.session.id == first
+    changed = [*again[:2], Message.user("Something else."), *again[3:]]
+    assert sync.update(changed) == len(changed) - 1  # rewritten: a child session holds it all
+    assert sync.session.id != first
+    given = [m for m in changed if m.role != "system"]
+    assert sync._last.heads == chain_heads([message_digest(m) for m in given])

@@ -15,7 +15,7 @@ history each turn; two conversations that begin alike part where they diverge).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from contextfold.store import PrefixIndex
@@ -23,11 +23,12 @@ from contextfold.store import PrefixIndex
 __all__ = ["MemoryPrefixIndex", "Prefix", "ResentHistory", "chain_heads", "extend_head"]
 
 
-def chain_heads(digests: Sequence[bytes]) -> list[str]:
+def chain_heads(digests: Sequence[bytes], known: Sequence[str] = ()) -> list[str]:
     """``head(k)`` for k = 1..len(digests): each the hash of the previous head and the next
-    message's digest, so a head names a whole prefix, in order."""
-    heads: list[str] = []
-    for digest in digests:
+    message's digest, so a head names a whole prefix, in order. ``known``: the heads of the
+    first messages, already computed (a host that remembers the history it was sent last)."""
+    heads = list(known[: len(digests)])
+    for digest in digests[len(heads) :]:
         heads.append(extend_head(heads[-1] if heads else "", digest))
     return heads
 
@@ -50,10 +51,17 @@ class Prefix:
 class ResentHistory:
     """One history as a host resent it, recognised against ``index`` for ``tenant``."""
 
-    def __init__(self, index: PrefixIndex, tenant: str, digests: Sequence[bytes]) -> None:
+    def __init__(
+        self,
+        index: PrefixIndex,
+        tenant: str,
+        digests: Sequence[bytes],
+        *,
+        known_heads: Sequence[str] = (),
+    ) -> None:
         self.index = index
         self.tenant = tenant
-        self.heads = chain_heads(digests)
+        self.heads = chain_heads(digests, known_heads)
         self.known: dict[str, tuple[str, int]] = {}
         """The history's prefixes the index held when :meth:`prefixes` read it."""
 
@@ -62,13 +70,18 @@ class ResentHistory:
 
     def prefixes(self) -> list[Prefix]:
         """The recorded prefixes of this history, longest first."""
+        return list(self._found())
+
+    def longest(self) -> Prefix | None:
+        """The longest recorded prefix of this history (None when there is none)."""
+        return next(self._found(), None)
+
+    def _found(self) -> Iterator[Prefix]:
         self.known = self.index.find_proxy_heads(self.tenant, self.heads)
-        found = []
         for count in range(len(self.heads), 0, -1):
             hit = self.known.get(self.heads[count - 1])
             if hit is not None:
-                found.append(Prefix(count, hit[0], hit[1]))
-        return found
+                yield Prefix(count, hit[0], hit[1])
 
     def continues(self, prefix: Prefix) -> bool:
         """Whether the history goes on in ``prefix``'s session: the session still ends where

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from contextfold.engine import ContextEngine, PreparedRequest, Session
 from contextfold.engine.session import SystemPrompt
@@ -49,6 +49,7 @@ class HistorySync:
         self._session = session
         self._index = MemoryPrefixIndex()
         self._lock = threading.RLock()
+        self._last: _Digested = _Digested([], [], [])
         if session is not None:
             stored = ResentHistory(self._index, "", [message_digest(m) for m in _stored(session)])
             self._hold(stored, session, 0)
@@ -67,7 +68,7 @@ class HistorySync:
         ``system`` (frameworks resend them on every call)."""
         messages = [m for m in history if m.role != "system"]
         with self._lock:
-            resent = ResentHistory(self._index, "", [message_digest(m) for m in messages])
+            resent = self._resent(messages)
             known = self._continued(resent)
             session = self.session
             for message in messages[known:]:
@@ -75,14 +76,29 @@ class HistorySync:
             self._hold(resent, session, known)
             return len(messages) - known
 
+    def _resent(self, messages: list[Message]) -> ResentHistory:
+        """``messages`` against the index. The digests and heads of the first messages that are
+        the very objects of the last history are not computed again: integrations hand over
+        the same message objects call after call (frozen, so their digests cannot change), and
+        a call then costs in proportion to what is new, not to the whole history."""
+        last = self._last
+        same = 0
+        for given, held in zip(messages, last.messages, strict=False):
+            if given is not held:
+                break
+            same += 1
+        digests = last.digests[:same] + [message_digest(m) for m in messages[same:]]
+        resent = ResentHistory(self._index, "", digests, known_heads=last.heads[:same])
+        self._last = _Digested(messages, digests, resent.heads)
+        return resent
+
     def _continued(self, resent: ResentHistory) -> int:
         """How many of ``resent``'s messages the session holds already (the longest recorded
         prefix, while the session still ends there); 0 after starting a child session when the
         framework rewrote its history."""
         current = self._session
         held = 0 if current is None else self._index.session_head(current.id)[0]
-        prefixes = resent.prefixes()
-        longest = prefixes[0] if prefixes else None
+        longest = resent.longest()
         ours = longest is not None and current is not None and longest.session_id == current.id
         if ours and longest is not None and resent.continues(longest):
             return longest.count
@@ -116,6 +132,15 @@ class HistorySync:
         with self._lock:
             self.update(history)
             return self.session.prepare(system=system, tools=tools, engine_tools=engine_tools)
+
+
+@dataclass(frozen=True, slots=True)
+class _Digested:
+    """A history as :meth:`HistorySync.update` was last given it, with its digests and heads."""
+
+    messages: list[Message]
+    digests: list[bytes]
+    heads: list[str]
 
 
 def _stored(session: Session) -> list[Message]:

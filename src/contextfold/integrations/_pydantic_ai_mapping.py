@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic_ai import messages as pa
 
+from contextfold.integrations._memo import LatestObjects
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -36,7 +37,7 @@ from contextfold.messages import (
     Usage,
 )
 
-__all__ = ["SIDECAR_KEY", "from_messages", "to_messages"]
+__all__ = ["SIDECAR_KEY", "HistoryMapping", "from_messages", "to_messages"]
 
 SIDECAR_KEY = "pydantic_ai"
 """The ``meta.provider`` key holding what the neutral parts leave out."""
@@ -186,14 +187,14 @@ def _measured(response: pa.ModelResponse) -> bool:
 
 def to_messages(history: Sequence[pa.ModelMessage]) -> list[Message]:
     """contextfold messages saying what ``history`` says, with the rest kept for the way back."""
-    out: list[Message] = []
-    for message in history:
-        dumped = _dump(message)
-        if isinstance(message, pa.ModelRequest):
-            out.extend(_request_messages(message, dumped))
-        else:
-            out.append(_response_message(message, dumped))
-    return out
+    return [neutral for message in history for neutral in _message_to_messages(message)]
+
+
+def _message_to_messages(message: pa.ModelMessage) -> list[Message]:
+    dumped = _dump(message)
+    if isinstance(message, pa.ModelRequest):
+        return _request_messages(message, dumped)
+    return [_response_message(message, dumped)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -349,20 +350,33 @@ def from_messages(messages: Sequence[Message]) -> list[pa.ModelMessage]:
     Consecutive user, tool and system messages of one original request regroup into it;
     messages the engine made (summaries, notes, synthetic results) join the request they sit in.
     """
-    out: list[pa.ModelMessage] = []
+    return [_built(group) for group in _grouped(messages)]
+
+
+def _built(group: tuple[Message, ...]) -> pa.ModelMessage:
+    """The pydantic-ai message of one group :func:`_grouped` made."""
+    if group[0].role == "assistant":
+        return _response(group[0])
+    return _request(list(group))
+
+
+def _grouped(messages: Sequence[Message]) -> list[tuple[Message, ...]]:
+    """``messages`` cut into what becomes one pydantic-ai message each: an assistant message
+    alone (a response), else a run of the messages of one request."""
+    out: list[tuple[Message, ...]] = []
     group: list[Message] = []
     group_id: str | None = None
 
     def flush() -> None:
         nonlocal group, group_id
         if group:
-            out.append(_request(group))
+            out.append(tuple(group))
         group, group_id = [], None
 
     for message in messages:
         if message.role == "assistant":
             flush()
-            out.append(_response(message))
+            out.append((message,))
             continue
         sidecar = message.meta.provider.get(SIDECAR_KEY)
         this_id = sidecar.get("group") if isinstance(sidecar, dict) else None
@@ -373,3 +387,60 @@ def from_messages(messages: Sequence[Message]) -> list[pa.ModelMessage]:
         group.append(message)
     flush()
     return out
+
+
+class HistoryMapping:
+    """:func:`to_messages` and :func:`from_messages` for one run's history, call after call,
+    each converting only what is new (what both cost went with the whole history).
+
+    pydantic-ai hands the same message objects on every request, but changes some in place
+    (the newest request gets its timestamp, instructions and run metadata; a tail request may
+    get parts appended): a message converts again whenever one of its own fields or its parts'
+    fields is another object than when it was converted. The engine keeps its view's messages
+    between calls, so a run of view messages is rebuilt once; except the view's last one, which
+    is rebuilt on every call (pydantic-ai records state on the request it sends last).
+    """
+
+    def __init__(self) -> None:
+        self._converted: LatestObjects[list[Message]] = LatestObjects()
+        self._rebuilt: LatestObjects[pa.ModelMessage] = LatestObjects()
+
+    def to_messages(self, history: Sequence[pa.ModelMessage]) -> list[Message]:
+        """:func:`to_messages` of ``history``."""
+        out: list[Message] = []
+        for message in history:
+            snapshot = _snapshot(message)
+            neutral = self._converted.get(snapshot)
+            if neutral is None:
+                neutral = _message_to_messages(message)
+                self._converted.keep(snapshot, neutral)
+            out.extend(neutral)
+        self._converted.rotate()
+        return out
+
+    def from_messages(self, messages: Sequence[Message]) -> list[pa.ModelMessage]:
+        """:func:`from_messages` of ``messages``; a message rebuilt at an earlier call may be
+        given again (the same object)."""
+        groups = _grouped(messages)
+        out: list[pa.ModelMessage] = []
+        for index, group in enumerate(groups):
+            if index == len(groups) - 1:
+                out.append(_built(group))  # pydantic-ai may change what is sent last
+                continue
+            rebuilt = self._rebuilt.get(group)
+            if rebuilt is None:
+                rebuilt = _built(group)
+                self._rebuilt.keep(group, rebuilt)
+            out.append(rebuilt)
+        self._rebuilt.rotate()
+        return out
+
+
+def _snapshot(message: pa.ModelMessage) -> tuple[object, ...]:
+    """The message, the values of its fields and of its parts' fields: what its conversion was
+    made from (a value set anew in place is another object, and misses)."""
+    values: list[object] = [message, *vars(message).values()]
+    for part in message.parts:
+        values.append(part)
+        values.extend(vars(part).values())
+    return tuple(values)

@@ -38,7 +38,11 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from contextfold.engine import ContextEngine, PreparedRequest, Session
 from contextfold.hosts.sync import HistorySync
-from contextfold.integrations._pydantic_ai_mapping import from_messages, to_messages
+from contextfold.integrations._pydantic_ai_mapping import (
+    HistoryMapping,
+    from_messages,
+    to_messages,
+)
 from contextfold.messages import Message, ToolCallPart, new_message_id
 from contextfold.tool_spec import ToolSpec
 from contextfold.tools.deferral import READ_RESULT_TOOL
@@ -83,6 +87,9 @@ class ContextFold(AbstractCapability[Any]):
     """The run's whole history at the last request, as contextfold messages (what pydantic-ai
     would have sent without the capability)."""
 
+    _mapping: HistoryMapping = field(default_factory=HistoryMapping, init=False, repr=False)
+    """The conversions of the run's history and of the engine's view, each message once."""
+
     def __post_init__(self) -> None:
         self.sync = HistorySync(self.engine, self.session, title=self.title)
 
@@ -92,7 +99,7 @@ class ContextFold(AbstractCapability[Any]):
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        history = to_messages(request_context.messages)
+        history = self._mapping.to_messages(request_context.messages)
         params = request_context.model_request_parameters
         system_prompts = [m for m in history if m.role == "system"]
         # Instructions reach the model outside the messages; the engine counts them as system.
@@ -107,7 +114,8 @@ class ContextFold(AbstractCapability[Any]):
         self.last_request = prepared
         self.last_history = tuple(history)
         # The system prompt parts go back as they were; the view holds the conversation.
-        request_context.messages = from_messages([*system_prompts, *prepared.messages])
+        view = [*system_prompts, *prepared.messages]
+        request_context.messages = self._mapping.from_messages(view)
         return request_context
 
     async def after_run(
@@ -115,7 +123,8 @@ class ContextFold(AbstractCapability[Any]):
     ) -> AgentRunResult[Any]:
         # The run's last answer reaches no further model request: store it now, so the store
         # holds the whole transcript when the run ends.
-        await asyncio.to_thread(self.sync.update, to_messages(result.all_messages()))
+        history = self._mapping.to_messages(result.all_messages())
+        await asyncio.to_thread(self.sync.update, history)
         return result
 
     @classmethod
