@@ -12,12 +12,17 @@ record of it: a full disk or a dropped database connection must not end the run.
 :class:`LineageBlobs` is the blob store the engine hands to outputs, compaction and
 ``read_result``: it writes to the session's store (or memory after a failure) and reads a ref
 from the session or, failing that, from its ancestors, because a restarted session carries turns
-whose refs point into its parent.
+whose refs point into its parent. It remembers which outputs it has written, and keeps the
+outputs it read last, because every compaction stashes and reads back the same old outputs again
+(a summary reads every output of its range; each mask batch stashes what it plans, again when
+hygiene rides on it): a second write of one output, redacted and sent to the store again, cost a
+third of a compaction's own time.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -38,6 +43,10 @@ T = TypeVar("T")
 
 _MAX_ANCESTORS = 32
 """How far up a restart chain ``read_result`` looks for a ref (a guard against cycles)."""
+READ_CACHE_CHARS = 1_000_000
+"""Most characters of stored outputs :class:`LineageBlobs` keeps after reading them (a
+compaction reads an output to check that its ref is stored, then again to summarize it; a few
+hundred outputs at most, far under this)."""
 
 
 def _is_programming_error(exc: BaseException) -> bool:
@@ -154,14 +163,25 @@ class LineageBlobs:
 
     def __init__(self, writer: SessionWriter) -> None:
         self._writer = writer
+        # (session id, sha256) of every output this writer stored: the store keeps one row per
+        # digest and never deletes one, so writing it again would only redact it again.
+        self._stored: set[tuple[str, str]] = set()
+        # (session id, ref) -> content of the outputs read last, up to READ_CACHE_CHARS.
+        self._read: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._read_chars = 0
 
     def put_blob(self, session_id: str, content: str, *, tool_name: str | None = None) -> BlobInfo:
         """Store ``content`` for ``session_id`` (in memory once the store has failed)."""
         writer = self._writer
+        if writer.store_ok:
+            info = blob_info(content, tool_name)
+            if (session_id, info.sha256) in self._stored:
+                return info  # what the store returns for a second write of the same output
         stored = writer.attempt(
             "store output", lambda: writer.store.put_blob(session_id, content, tool_name=tool_name)
         )
         if stored is not None:
+            self._stored.add((session_id, stored.sha256))
             return stored
         return writer.memory_blobs.put_blob(session_id, content, tool_name=tool_name)
 
@@ -174,14 +194,33 @@ class LineageBlobs:
             return writer.memory_blobs.get_blob(session_id, ref)
         except LookupError:
             pass
+        key = (session_id, ref)
+        cached = self._read.get(key)
+        if cached is not None:
+            self._read.move_to_end(key)
+            return cached
         if writer.store_ok:
-            return self._from_store(session_id, ref)
-        # A store that failed to write may still read what it holds from before the failure;
-        # its failure was reported once already, so a read it cannot serve is a missing ref.
-        try:
-            return self._from_store(session_id, ref)
-        except Exception:
-            raise RefNotFoundError(ref, session_id) from None
+            content = self._from_store(session_id, ref)
+        else:
+            # A store that failed to write may still read what it holds from before the
+            # failure; its failure was reported once already, so a read it cannot serve is a
+            # missing ref.
+            try:
+                content = self._from_store(session_id, ref)
+            except Exception:
+                raise RefNotFoundError(ref, session_id) from None
+        self._remember(key, content)
+        return content
+
+    def _remember(self, key: tuple[str, str], content: str) -> None:
+        """Keep a stored output just read (stored rows never change: it stays true)."""
+        if len(content) > READ_CACHE_CHARS // 8:
+            return  # one huge log would push out everything else
+        self._read[key] = content
+        self._read_chars += len(content)
+        while self._read_chars > READ_CACHE_CHARS:
+            _, dropped = self._read.popitem(last=False)
+            self._read_chars -= len(dropped)
 
     def _from_store(self, session_id: str, ref: str) -> str:
         writer = self._writer
