@@ -27,7 +27,13 @@ from hypothesis import strategies as st
 
 from contextfold import ContextEngine, ContextPolicy, Message, model_for_window
 from contextfold.history.repair import history_rules_for, validate
-from contextfold.integrations._openai_agents_items import Item, plain_item, raw_items_by_digest
+from contextfold.integrations._openai_agents_items import (
+    Item,
+    ItemsToMessages,
+    MessagesToItems,
+    plain_item,
+    raw_items_by_digest,
+)
 from contextfold.integrations.openai_agents import (
     ContextfoldSession,
     items_from_messages,
@@ -127,6 +133,38 @@ def test_items_round_trip_exactly_through_messages(items: list[Item]) -> None:
     # The way the filter uses it: the messages stripped of their meta, the items known apart.
     bare = [Message(m.role, m.parts) for m in messages]
     assert items_from_messages(bare, raw_items_by_digest(messages)) == items
+
+
+def _said(messages: list[Message]) -> list[tuple[str, object, object]]:
+    return [(m.role, m.parts, m.meta.provider) for m in messages]
+
+
+@given(_histories, _histories, st.integers(0, 8))
+@settings(max_examples=200, deadline=None)
+def test_a_growing_history_converts_as_a_whole_conversion_would(
+    first: list[Item], more: list[Item], dropped: int
+) -> None:
+    """Call after call the SDK hands new dicts holding the same items and the new ones, or a
+    history the session rewrote (popped items); what is new is converted, the rest taken again,
+    and the result is that of converting it all."""
+    converter, view = ItemsToMessages(), MessagesToItems()
+    grown = first + more
+    rewritten = grown[: max(0, len(grown) - dropped)] + more
+    for items in (first, grown, json.loads(json.dumps(grown)), rewritten, first):
+        messages = converter.convert(json.loads(json.dumps(items)))
+        assert _said(messages) == _said(messages_from_items(items))
+        bare = [Message(m.role, m.parts) for m in messages]
+        assert view.items(bare, messages) == items
+        assert view.items(bare, messages) == items  # the second time from what it remembered
+
+
+def test_a_reply_that_goes_on_is_converted_again() -> None:
+    call = {"type": "function_call", "call_id": "c1", "name": "tool", "arguments": "{}"}
+    second = {"type": "function_call", "call_id": "c2", "name": "tool", "arguments": "{}"}
+    converter = ItemsToMessages()
+    assert len(converter.convert([{"role": "user", "content": "go"}, call])) == 2
+    messages = converter.convert([{"role": "user", "content": "go"}, call, second])
+    assert [len(m.tool_calls) for m in messages] == [0, 2]  # one reply with both calls
 
 
 @st.composite

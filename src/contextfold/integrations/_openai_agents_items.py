@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from contextfold.hosts.digests import message_digest
+from contextfold.integrations._memo import LatestObjects
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -36,6 +37,8 @@ from contextfold.messages import (
 __all__ = [
     "RAW_ITEMS_KEY",
     "Item",
+    "ItemsToMessages",
+    "MessagesToItems",
     "RawItems",
     "items_from_messages",
     "messages_from_items",
@@ -139,8 +142,13 @@ def _with_raw(role: str, parts: Sequence[Part], raw: list[Item], **meta: Any) ->
 
 def messages_from_items(items: Iterable[object]) -> list[Message]:
     """The SDK's items as contextfold messages, each keeping the items it was made from."""
+    return _messages_from_items(items, {})
+
+
+def _messages_from_items(items: Iterable[object], call_names: dict[str, str]) -> list[Message]:
+    """:func:`messages_from_items`; ``call_names`` holds the names of the calls made before
+    ``items`` (a tool result names its call), and gains those of ``items``."""
     messages: list[Message] = []
-    call_names: dict[str, str] = {}
     reply: list[Item] = []
 
     def close_reply() -> None:
@@ -168,6 +176,79 @@ def messages_from_items(items: Iterable[object]) -> list[Message]:
             messages.append(_with_raw(neutral, _content_parts(item.get("content")), [item]))
     close_reply()
     return messages
+
+
+class ItemsToMessages:
+    """:func:`messages_from_items` for a history that grows call after call, converting only
+    what is new.
+
+    The SDK hands its whole input again before every model call, as new dicts; the messages
+    of the last conversion whose own items (kept in their meta) are equal to the items at the
+    same place are taken again, and the items after them are converted. Comparing is cheap
+    (equal strings, mostly the same objects); the conversion copies every item."""
+
+    def __init__(self) -> None:
+        self._messages: list[Message] = []
+        self._call_names: dict[str, str] = {}
+
+    def convert(self, items: Iterable[object]) -> list[Message]:
+        """:func:`messages_from_items` of ``items``."""
+        plain = [plain_item(item) for item in items]
+        kept, start = _unchanged(self._messages, plain)
+        if kept < len(self._messages):  # not a continuation: the names of what remains only
+            held = self._messages[:kept]
+            self._call_names = {c.call_id: c.name for m in held for c in m.tool_calls}
+        messages = self._messages[:kept] + _messages_from_items(plain[start:], self._call_names)
+        self._messages = messages
+        return messages
+
+
+def _unchanged(messages: Sequence[Message], items: Sequence[Item]) -> tuple[int, int]:
+    """How many of ``messages`` ``items`` begin with, unchanged, and where the rest begins."""
+    start = 0
+    for count, message in enumerate(messages):
+        raw = message.meta.provider.get(RAW_ITEMS_KEY)
+        end = start + len(raw) if isinstance(raw, list) else -1
+        if end < 0 or end > len(items) or items[start:end] != raw:
+            return count, start
+        if message.role == "assistant" and end < len(items) and _is_assistant_side(items[end]):
+            return count, start  # the reply goes on: it is one message with what follows
+        start = end
+    return len(messages), start
+
+
+class MessagesToItems:
+    """:func:`items_from_messages` for the engine's view, call after call: the engine keeps its
+    view's messages between calls, so the items of each are found once (the SDK gets copies
+    every call, as it got new items every call before)."""
+
+    def __init__(self) -> None:
+        self._items: LatestObjects[list[Item]] = LatestObjects()
+
+    def items(self, view: Iterable[Message], history: Iterable[Message]) -> list[Item]:
+        """:func:`items_from_messages` of ``view``, the original items found in ``history``."""
+        queues: dict[bytes, deque[list[Item]]] | None = None
+        out: list[Item] = []
+        for message in view:
+            found = self._items.get((message,))
+            if found is None:
+                if queues is None:
+                    queues = _queues(raw_items_by_digest(history))
+                found = _message_items(message, queues)
+                self._items.keep((message,), found)
+            out.extend(_copied(item) for item in found)
+        self._items.rotate()
+        return out
+
+
+def _copied(value: Any) -> Any:
+    """A copy of a JSON value's dicts and lists (what a receiver could change in place); its
+    strings and numbers are shared, unchangeable anyway. Far cheaper than ``deepcopy``."""
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    return value
 
 
 RawItems = Mapping[bytes, Sequence[list[Item]]]
@@ -243,22 +324,25 @@ def _rebuilt(message: Message) -> list[Item]:
 def items_from_messages(messages: Iterable[Message], known: RawItems | None = None) -> list[Item]:
     """Messages as SDK items: the original items of each message that still says what they
     said (looked up in ``known``, else in the message's own meta), fresh items otherwise."""
-    queues: dict[bytes, deque[list[Item]]] = {
-        digest: deque(raws) for digest, raws in (known or {}).items()
-    }
-    items: list[Item] = []
-    for message in messages:
-        digest = message_digest(message)
-        queue = queues.get(digest)
-        if queue:
-            items.extend(copy.deepcopy(queue.popleft()))
-            continue
-        own = message.meta.provider.get(RAW_ITEMS_KEY)
-        if isinstance(own, list) and _same(own, digest):
-            items.extend(copy.deepcopy(own))
-            continue
-        items.extend(_rebuilt(message))
-    return items
+    queues = _queues(known or {})
+    return [copy.deepcopy(item) for m in messages for item in _message_items(m, queues)]
+
+
+def _queues(known: RawItems) -> dict[bytes, deque[list[Item]]]:
+    return {digest: deque(raws) for digest, raws in known.items()}
+
+
+def _message_items(message: Message, queues: dict[bytes, deque[list[Item]]]) -> list[Item]:
+    """The items of one message (not copies): its original items when it still says what they
+    say (the first left in ``queues`` for its digest, taken; else its own), else fresh ones."""
+    digest = message_digest(message)
+    queue = queues.get(digest)
+    if queue:
+        return queue.popleft()
+    own = message.meta.provider.get(RAW_ITEMS_KEY)
+    if isinstance(own, list) and _same(own, digest):
+        return own
+    return _rebuilt(message)
 
 
 def _same(raw: list[Item], digest: bytes) -> bool:

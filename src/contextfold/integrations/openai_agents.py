@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Iterable
 from typing import Any, cast
 
@@ -40,10 +41,11 @@ from contextfold.errors import SessionNotFoundError
 from contextfold.hosts.sync import HistorySync
 from contextfold.integrations._openai_agents_items import (
     Item,
+    ItemsToMessages,
+    MessagesToItems,
     items_from_messages,
     messages_from_items,
     plain_item,
-    raw_items_by_digest,
 )
 from contextfold.integrations._openai_agents_log import ItemLog
 from contextfold.tool_spec import ToolSpec
@@ -103,13 +105,21 @@ class ContextfoldInputFilter:
     def __init__(self, sync: HistorySync) -> None:
         self.sync = sync
         self.last_request: PreparedRequest | None = None
+        # Each converts only what is new since the last call (see their docstrings).
+        self._history = ItemsToMessages()
+        self._view = MessagesToItems()
+        self._lock = threading.Lock()
 
     async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
         return await asyncio.to_thread(self.filter, data.model_data, data.agent.tools)
 
     def filter(self, model_data: ModelInputData, tools: Iterable[Tool] = ()) -> ModelInputData:
         """The synchronous work of :meth:`__call__` (the engine may count and compact)."""
-        messages = messages_from_items(model_data.input)
+        with self._lock:  # the conversions remember the last call's history and view
+            return self._filter(model_data, tools)
+
+    def _filter(self, model_data: ModelInputData, tools: Iterable[Tool]) -> ModelInputData:
+        messages = self._history.convert(model_data.input)
         # HistorySync keeps system messages out of the transcript: developer/system items in
         # the history join the instructions, which every call resends.
         system_texts = [model_data.instructions or ""]
@@ -120,7 +130,7 @@ class ContextfoldInputFilter:
         )
         self.last_request = prepared
         view = [m for m in prepared.messages if m.role != "system"]
-        items = items_from_messages(view, raw_items_by_digest(messages))
+        items = self._view.items(view, messages)
         return ModelInputData(
             input=cast(list[TResponseInputItem], items),
             instructions=prepared.system_text or None,
@@ -151,6 +161,7 @@ class ContextfoldSession:
         self.sync = HistorySync(engine, view, title=title)
         self.filter = ContextfoldInputFilter(self.sync)
         self._lock = asyncio.Lock()
+        self._logged = ItemsToMessages()  # the log's items, each converted once
 
     # -- the SDK's Session protocol --------------------------------------------------------------
 
@@ -199,5 +210,5 @@ class ContextfoldSession:
         return self._log.items
 
     def _update(self) -> None:
-        self.sync.update(messages_from_items(self._log.items))
+        self.sync.update(self._logged.convert(self._log.items))
         self._log.moved_view(self.sync.session.id)
