@@ -4,13 +4,16 @@ two conversations that merely begin alike are told apart where they diverge."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import hashlib
+import random
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from contextfold.hosts.prefixes import FIRST_LOOKUP, MemoryPrefixIndex, Prefix, ResentHistory
 from contextfold.proxy import ProxyConfig, create_app
 from contextfold.store import open_store
 from tests.proxy.servers import serve
@@ -100,3 +103,60 @@ def test_the_built_in_store_offers_the_prefix_index(store_path: Path) -> None:
 
     with open_store(store_path) as store:
         assert isinstance(store, PrefixIndex)
+
+
+class _CountingIndex(MemoryPrefixIndex):
+    """A memory index that counts the heads each lookup asks about."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[int] = []
+
+    def find_proxy_heads(self, tenant: str, heads: Sequence[str]) -> dict[str, tuple[str, int]]:
+        self.asked.append(len(heads))
+        return super().find_proxy_heads(tenant, heads)
+
+
+def _digests(names: Sequence[str]) -> list[bytes]:
+    return [hashlib.sha256(name.encode()).digest() for name in names]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_longest_prefix_is_the_first_of_all_prefixes(seed: int) -> None:
+    """``longest`` reads the index from the longest prefixes down, a few at a time; it finds
+    the same prefix as reading them all, and a later fork's records skip the same heads."""
+    rng = random.Random(seed)
+    index = _CountingIndex()
+    stored = [f"m{i}" for i in range(rng.randrange(1, 300))]
+    recorder = ResentHistory(index, "t", _digests(stored))
+    for count in sorted(rng.sample(range(1, len(stored) + 1), rng.randrange(0, 6))):
+        recorder.record(f"s{count}", count, count)
+    cut = rng.randrange(0, len(stored) + 1)
+    history = stored[:cut] + [f"new{i}" for i in range(rng.randrange(0, 200))]
+    lazily, wholly = (ResentHistory(index, "t", _digests(history)) for _ in range(2))
+    all_prefixes = wholly.prefixes()
+    assert lazily.longest() == (all_prefixes[0] if all_prefixes else None)
+    for count in range(1, len(history) + 1):  # a fork records every prefix not held elsewhere
+        assert (lazily.heads[count - 1] in wholly.known) == _skips(lazily, count)
+
+
+def _skips(history: ResentHistory, count: int) -> bool:
+    """Whether ``record(..., only_new=True)`` leaves prefix ``count`` to the session holding it."""
+    before = dict(history.index._heads)  # type: ignore[attr-defined]
+    history.record("fork", count, 0, only_new=True)
+    after = history.index._heads  # type: ignore[attr-defined]
+    skipped = after == before
+    after.clear()
+    after.update(before)
+    return skipped
+
+
+def test_a_steady_history_looks_up_a_few_heads() -> None:
+    """A history that continues its previous call by two messages asks about its last few
+    prefixes only, however long it is."""
+    index = _CountingIndex()
+    stored = [f"m{i}" for i in range(1_000)]
+    ResentHistory(index, "t", _digests(stored)).record("s", len(stored), 1)
+    history = ResentHistory(index, "t", _digests([*stored, "reply", "result"]))
+    assert history.longest() == Prefix(len(stored), "s", 1)
+    assert index.asked == [FIRST_LOOKUP]

@@ -6,9 +6,10 @@ async. Each ``anyio.to_thread.run_sync`` (Starlette's ``run_in_threadpool`` is o
 hand-off to the thread pool and back. The rounds generator (``Exchange._flow``) makes the work
 before the first upstream call one hop, and the work after each reply (record it, prepare the
 next body or finish) one more: two hops for a request answered in one round, whatever the
-protocols, streamed or not, new conversation or continued. One more hop, once the response has
-been sent, gives back the request's claim on its session (a query on PostgreSQL; for a stream it
-cannot come earlier). Counted, not timed.
+protocols, streamed or not, new conversation or continued. The request's claim on its session
+is given back inside the last of them, as the reply is recorded; only a request that ended
+otherwise (refused, failed, cancelled) takes one more hop, after its response, to give it back
+(a query on PostgreSQL). Counted, not timed.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def counted_hops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 @pytest.mark.parametrize("upstream_protocol", PROTOCOLS)
 @pytest.mark.parametrize("client_protocol", PROTOCOLS)
-async def test_a_round_is_two_thread_hops_and_the_claims_release(
+async def test_a_round_is_two_thread_hops_and_the_claims_released_within(
     client_protocol: str,
     upstream_protocol: str,
     stream: bool,
@@ -82,12 +83,12 @@ async def test_a_round_is_two_thread_hops_and_the_claims_release(
         with counted_hops(monkeypatch) as hops:
             answer = await client.post(path, json=_request(client_protocol, history, stream))
             _read(client_protocol, answer, stream)
-    assert hops == ["next", "_step", "end"], hops
+    assert hops == ["next", "_step"], hops
     assert len(hops) < HOPS_PER_ROUND_BEFORE
 
 
 @pytest.mark.anyio
-async def test_a_new_conversation_is_two_thread_hops_and_the_release_too(
+async def test_a_new_conversation_is_two_thread_hops(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     upstream = ResponsesUpstream(TwoCalls())
@@ -97,4 +98,4 @@ async def test_a_new_conversation_is_two_thread_hops_and_the_release_too(
             answer = await client.post("/v1/messages", json=body)
             assert answer.status_code == 200
             await answer.aread()
-    assert hops == ["next", "_step", "end"], hops
+    assert hops == ["next", "_step"], hops

@@ -15,7 +15,7 @@ history each turn; two conversations that begin alike part where they diverge).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextfold.store import PrefixIndex
@@ -48,6 +48,12 @@ class Prefix:
     seq: int
 
 
+FIRST_LOOKUP = 8
+"""How many of the longest prefixes :meth:`ResentHistory.longest` asks the index about first: a
+host's next call holds its previous one and the reply (recorded as they were reached), so the
+longest recorded prefix is almost always among its last few."""
+
+
 class ResentHistory:
     """One history as a host resent it, recognised against ``index`` for ``tenant``."""
 
@@ -63,25 +69,50 @@ class ResentHistory:
         self.tenant = tenant
         self.heads = chain_heads(digests, known_heads)
         self.known: dict[str, tuple[str, int]] = {}
-        """The history's prefixes the index held when :meth:`prefixes` read it."""
+        """The history's prefixes the index held when it was read (:meth:`prefixes`, or the
+        part :meth:`longest` read)."""
+        self._read_from = len(self.heads)
+        """``known`` covers the heads from this index on (0: all of them)."""
 
     def __len__(self) -> int:
         return len(self.heads)
 
     def prefixes(self) -> list[Prefix]:
         """The recorded prefixes of this history, longest first."""
-        return list(self._found())
+        self._read_before(0)
+        return self._found(0)
 
     def longest(self) -> Prefix | None:
-        """The longest recorded prefix of this history (None when there is none)."""
-        return next(self._found(), None)
+        """The longest recorded prefix of this history (``prefixes()[0]``; None when there is
+        none), asking the index about the longest prefixes first, a few, then four times as
+        many, and so on: a steady call costs a lookup of a few heads, not of its whole
+        history."""
+        size = FIRST_LOOKUP
+        while self._read_from > 0:
+            start = self._read_from
+            self._read_before(max(0, start - size))
+            found = self._found(self._read_from, start)
+            if found:
+                return found[0]
+            size *= 4
+        return None
 
-    def _found(self) -> Iterator[Prefix]:
-        self.known = self.index.find_proxy_heads(self.tenant, self.heads)
-        for count in range(len(self.heads), 0, -1):
+    def _read_before(self, start: int) -> None:
+        """Read from the index the heads from ``start`` up to where ``known`` already covers."""
+        if start < self._read_from:
+            self.known.update(
+                self.index.find_proxy_heads(self.tenant, self.heads[start : self._read_from])
+            )
+            self._read_from = start
+
+    def _found(self, start: int, stop: int | None = None) -> list[Prefix]:
+        """The recorded prefixes among heads ``start:stop``, longest first."""
+        found = []
+        for count in range(len(self.heads) if stop is None else stop, start, -1):
             hit = self.known.get(self.heads[count - 1])
             if hit is not None:
-                yield Prefix(count, hit[0], hit[1])
+                found.append(Prefix(count, hit[0], hit[1]))
+        return found
 
     def continues(self, prefix: Prefix) -> bool:
         """Whether the history goes on in ``prefix``'s session: the session still ends where
@@ -93,8 +124,10 @@ class ResentHistory:
         ``count`` messages. ``only_new``: not when another session holds that prefix already
         (the longest-prefix search keeps finding the session it began in)."""
         head = self.heads[count - 1]
-        if only_new and head in self.known:
-            return
+        if only_new:
+            self._read_before(count - 1)
+            if head in self.known:
+                return
         self.index.record_proxy_head(self.tenant, head, session_id, count, seq)
 
     def record_after(self, session_id: str, visible: bytes, seq: int) -> None:

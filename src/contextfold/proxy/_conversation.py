@@ -193,10 +193,9 @@ class Conversation:
         """
         if self.explicit_session is not None:
             return self._locate_explicit(self.explicit_session)
-        prefixes = self.history.prefixes()
-        if not prefixes:
+        longest = self.history.longest()
+        if longest is None:
             return None
-        longest = prefixes[0]
         if self.history.continues(longest) and self._claim(longest.session_id):
             return longest.session_id, longest.count, self.store.session_head(longest.session_id)
         self.forked_from = longest.session_id

@@ -612,7 +612,10 @@ class _ClaimedStream(StreamingResponse):
 
 async def _end(conversation: Conversation) -> None:
     """``conversation.end()`` off the event loop (a claim on PostgreSQL is a query), even while
-    the request is being cancelled."""
+    the request is being cancelled. No hop to a worker thread when there is nothing to free
+    (the flow freed its claims as it recorded the reply)."""
+    if not conversation.claimed:
+        return
     with anyio.CancelScope(shield=True):
         await anyio.to_thread.run_sync(conversation.end)
 

@@ -4,7 +4,7 @@ read the same way, errors the client can read, and usage added up across rounds.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -21,6 +21,7 @@ __all__ = [
     "ProtocolName",
     "RoundReply",
     "add_usage",
+    "call_names_before",
     "error_kind",
     "http_upstream_error",
     "sse",
@@ -67,6 +68,31 @@ class ClientError(Exception):
 MessageReader: TypeAlias = Callable[[int, int], list[list[Message]]]
 """Reads the client's messages ``start:stop`` into neutral messages, one list per client message
 (an Anthropic user turn with tool results reads as two); raises :class:`ClientError`."""
+
+
+def call_names_before(
+    raw_messages: Sequence[Mapping[str, Any]],
+    stop: int,
+    wanted: Collection[str],
+    calls: Callable[[Mapping[str, Any]], Iterable[tuple[str, str]]],
+) -> dict[str, str]:
+    """The name of each ``wanted`` call id: that of the last call with the id among
+    ``raw_messages[:stop]`` (``calls`` gives a message's calls, as id and name, in order).
+
+    What a tool result names its tool by. Searched backwards from ``stop``, so a result's own
+    call, a message or two before it, is found at once: reading a client's new messages costs
+    what they hold, not the whole history before them (an id no call has still costs a scan).
+    """
+    names: dict[str, str] = {}
+    missing = set(wanted)
+    index = min(stop, len(raw_messages))
+    while missing and index > 0:
+        index -= 1
+        for call_id, name in reversed(list(calls(raw_messages[index]))):
+            if call_id in missing:
+                names[call_id] = name
+                missing.discard(call_id)
+    return names
 
 
 @dataclass(frozen=True)

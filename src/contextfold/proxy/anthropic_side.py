@@ -20,6 +20,7 @@ from contextfold.proxy._wire import (
     ClientError,
     ClientRequest,
     MessageReader,
+    call_names_before,
     http_upstream_error,
     sse,
 )
@@ -28,6 +29,7 @@ from contextfold.wire.anthropic import from_anthropic_message, parse_anthropic_r
 from contextfold.wire.anthropic_models import AnthropicRequestError, check_request, system_text
 from contextfold.wire.anthropic_request import DEFAULT_MAX_TOKENS
 from contextfold.wire.anthropic_stream import AnthropicStreamDecoder, AnthropicStreamEncoder
+from contextfold.wire.values import as_id
 
 __all__ = [
     "UPSTREAM_PATH",
@@ -130,16 +132,34 @@ def _first_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
     return ""
 
 
+def _calls(raw: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The tool calls of one Messages-API message, as id and name."""
+    content = raw.get("content")
+    if raw.get("role") != "assistant" or not isinstance(content, list):
+        return []
+    return [
+        (str(b.get("id")), str(b.get("name")))
+        for b in content
+        if isinstance(b, Mapping) and b.get("type") == "tool_use"
+    ]
+
+
+def _result_ids(raws: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The call ids the tool results among ``raws`` answer, as they are read."""
+    return {
+        as_id(b.get("tool_use_id")) or ""
+        for raw in raws
+        if isinstance(raw.get("content"), list)
+        for b in raw["content"]
+        if isinstance(b, Mapping) and b.get("type") == "tool_result"
+    }
+
+
 def _reader(raw_messages: Sequence[Mapping[str, Any]]) -> MessageReader:
     def read(start: int, stop: int) -> list[list[Message]]:
-        # Tool results name their tool: the names come from every call before them.
-        names = {
-            str(b.get("id")): str(b.get("name"))
-            for raw in raw_messages[:stop]
-            if raw.get("role") == "assistant" and isinstance(raw.get("content"), list)
-            for b in raw["content"]
-            if isinstance(b, Mapping) and b.get("type") == "tool_use"
-        }
+        # Tool results name their tool: the names come from the calls before them.
+        wanted = _result_ids(raw_messages[start:stop])
+        names = call_names_before(raw_messages, stop, wanted, _calls)
         groups: list[list[Message]] = []
         for index in range(start, stop):
             raw = raw_messages[index]

@@ -20,6 +20,7 @@ from contextfold.proxy._wire import (
     ClientError,
     ClientRequest,
     MessageReader,
+    call_names_before,
     http_upstream_error,
     sse,
 )
@@ -27,6 +28,7 @@ from contextfold.wire import chat_completions_request as openai_wire
 from contextfold.wire.chat_completions import from_openai_message, parse_openai_response
 from contextfold.wire.chat_completions_models import ChatRequestError, check_request
 from contextfold.wire.chat_completions_stream import ChatStreamDecoder, ChatStreamEncoder
+from contextfold.wire.values import as_id
 
 __all__ = [
     "UPSTREAM_PATH",
@@ -102,14 +104,24 @@ def wire_digest(raw: Mapping[str, Any], defaults: ArgumentDefaults | None = None
     return digest_of(role, items)
 
 
+def _calls(raw: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The tool calls of one Chat Completions message, as id and name."""
+    return [
+        (str(call.get("id")), str((call.get("function") or {}).get("name")))
+        for call in raw.get("tool_calls") or []
+        if isinstance(call, Mapping)
+    ]
+
+
 def _reader(raw_messages: Sequence[Mapping[str, Any]]) -> MessageReader:
     def read(start: int, stop: int) -> list[list[Message]]:
-        names = {
-            str(call.get("id")): str((call.get("function") or {}).get("name"))
-            for raw in raw_messages[:stop]
-            for call in raw.get("tool_calls") or []
-            if isinstance(call, Mapping)
+        # A tool message names its tool by the call before it it answers (as it is read).
+        wanted = {
+            as_id(raw.get("tool_call_id")) or as_id(raw.get("name")) or ""
+            for raw in raw_messages[start:stop]
+            if raw.get("role") in ("tool", "function")
         }
+        names = call_names_before(raw_messages, stop, wanted, _calls)
         groups: list[list[Message]] = []
         for index in range(start, stop):
             try:
