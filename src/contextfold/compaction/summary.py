@@ -166,6 +166,9 @@ class StructuredSummary:
     sections: Mapping[SectionName, tuple[SummaryItem, ...]] = field(default_factory=dict)
     omitted: Mapping[SectionName, int] = field(default_factory=dict)
     fallback_reason: str | None = None
+    _rendered: str | None = field(default=None, init=False, repr=False, compare=False)
+    """:meth:`render`'s text, once made: a summary is a value, and the session reads its text
+    again and again (the cost schedule sizes it, retention checks search it)."""
 
     def items(self, section: SectionName) -> tuple[SummaryItem, ...]:
         """The items of one section (empty when it has none)."""
@@ -175,6 +178,8 @@ class StructuredSummary:
 
     def render(self, covers: tuple[str, str] | None = None) -> str:
         """The markdown the model reads, marked as a summary, with how to recover details."""
+        if covers is None and self._rendered is not None:
+            return self._rendered
         span = f" (messages {covers[0]} … {covers[1]})" if covers else ""
         lines = [
             f"[Summary of the earlier conversation{span}. It replaces those messages in your "
@@ -193,7 +198,10 @@ class StructuredSummary:
             lines.extend(f"- {item.render()}" for item in items)
             if not items and not skipped:
                 lines.append(_EMPTY)
-        return "\n".join(lines)
+        text = "\n".join(lines)
+        if covers is None:
+            object.__setattr__(self, "_rendered", text)
+        return text
 
     def sections_for_part(self) -> dict[str, tuple[str, ...]]:
         """The structured form a ``SummaryPart`` stores (omission markers included)."""

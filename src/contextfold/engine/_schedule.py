@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 
 from contextfold.budget import Zone
-from contextfold.compaction import CompactResult, recent_window_start
+from contextfold.compaction import CompactResult
 from contextfold.engine._core import SessionCore
 from contextfold.engine._economics import (
     CachePrices,
@@ -29,7 +29,6 @@ from contextfold.engine._economics import (
 from contextfold.engine._measure import Measurement
 from contextfold.engine._state import TurnState
 from contextfold.events import CompactionFinished, CompactionSettled, Event
-from contextfold.history.turns import task_index
 from contextfold.messages import Message
 
 __all__ = ["compacts_early", "expectation", "open_settlement", "request_sent"]
@@ -65,17 +64,24 @@ def now(view: Sequence[Message]) -> float:
 
 def _plan(core: SessionCore, state: TurnState, m: Measurement) -> Plan:
     """Where compaction happens if nothing comes early: at the compact threshold, down to what
-    a compaction leaves: the fixed part, the task, the recent window and a summary."""
+    a compaction leaves: the fixed part, the task, the recent window and a summary.
+
+    The recent window and the task are read from the view's units kept as it grows
+    (:class:`~._recent.GrowingView`), so asking costs what was appended since the last time."""
     policy = core.deps.policy
-    view, sizes = core.view, core.sizes.messages
-    start = recent_window_start(
-        view,
-        core.compaction_counter,
+    sizes = core.sizes
+    growing = sizes.growing
+    start = growing.recent_window_start(
+        core.view,
+        sizes.messages,
+        sizes.generation,
         turns=policy.recent.turns,
         max_tokens=policy.recent.max_tokens(m.raw_window),
     )
-    task = task_index(view)
-    kept = sum(sizes[start:]) + (sizes[task] if task is not None and task < start else 0)
+    task = growing.task_index()
+    kept = growing.tokens_from(start)
+    if task is not None and task < start:
+        kept += sizes.messages[task]
     summary = SUMMARY_TOKENS_GUESS
     if state.summary is not None:
         summary = core.compaction_counter.count_text(state.summary.render())

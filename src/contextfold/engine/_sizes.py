@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from contextfold.engine._recent import GrowingView
 from contextfold.messages import Message
 from contextfold.tokens.counter import TokenCounter
 from contextfold.tool_spec import ToolSpec
@@ -35,6 +36,8 @@ class ViewSizes:
         """The same counts by message object (``id``), for :class:`CompactionCounter`."""
         self.generation = 0
         """Changes each time the view is replaced rather than appended to."""
+        self.growing = GrowingView()
+        """The view's units and running totals, caught up when asked (the cost schedule's)."""
         self._fixed_key: tuple[str, tuple[ToolSpec, ...]] | None = None
         self._fixed = (0, 0)
         self._text_key: str | None = None
