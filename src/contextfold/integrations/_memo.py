@@ -35,22 +35,30 @@ class LatestObjects(Generic[V]):
     """
 
     def __init__(self) -> None:
-        self._known: dict[tuple[int, ...], tuple[tuple[object, ...], V]] = {}
-        self._used: dict[tuple[int, ...], tuple[tuple[object, ...], V]] = {}
+        self._known: dict[object, tuple[tuple[object, ...], V]] = {}
+        self._used: dict[object, tuple[tuple[object, ...], V]] = {}
 
     def get(self, run: tuple[object, ...]) -> V | None:
         """The value remembered for ``run`` (None when there is none), kept for the next call."""
-        key = tuple(map(id, run))
+        key = _key(run)
         hit = self._used.get(key) or self._known.get(key)
-        if hit is None or not same_objects(hit[0], run):
+        if hit is None:
+            return None
+        held = hit[0]
+        if not (held[0] is run[0] if len(run) == 1 == len(held) else same_objects(held, run)):
             return None
         self._used[key] = hit
         return hit[1]
 
     def keep(self, run: tuple[object, ...], value: V) -> None:
         """Remember ``value`` for ``run``."""
-        self._used[tuple(map(id, run))] = (run, value)
+        self._used[_key(run)] = (run, value)
 
     def rotate(self) -> None:
         """A call is over: from now on only what it used is remembered."""
         self._known, self._used = self._used, {}
+
+
+def _key(run: tuple[object, ...]) -> object:
+    # Most runs are one object: its id alone (an int never equals a tuple of them).
+    return id(run[0]) if len(run) == 1 else tuple(map(id, run))

@@ -23,6 +23,7 @@ the middleware instance.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -42,6 +43,7 @@ from contextfold.integrations._langchain_messages import (
     to_message,
     to_messages,
 )
+from contextfold.integrations._memo import LatestObjects
 from contextfold.messages import Message, ThinkingPart
 from contextfold.store import BrowsableSessionStore
 from contextfold.tool_spec import ToolSpec
@@ -80,6 +82,9 @@ class ContextFoldMiddleware(AgentMiddleware):
         self._default = HistorySync(engine, session, title=title)
         self._threads: dict[str, HistorySync] = {}
         self._converted: dict[int, tuple[BaseMessage, Message]] = {}
+        self._keys: LatestObjects[_Key] = LatestObjects()
+        self._views: LatestObjects[list[AnyMessage]] = LatestObjects()
+        self._lock = threading.Lock()
         self.tools: Sequence[BaseTool] = [self._read_result_tool()]
 
     # -- conversations ---------------------------------------------------------------------------
@@ -171,9 +176,47 @@ class ContextFoldMiddleware(AgentMiddleware):
             engine_tools=False,
         )
         return request.override(
-            messages=_view_messages(prepared, request.messages, neutral),
+            messages=self._view_messages(prepared, request.messages, neutral),
             system_message=_view_system(prepared, system),
         )
+
+    def _view_messages(
+        self, prepared: PreparedRequest, history: Sequence[AnyMessage], neutral: Sequence[Message]
+    ) -> list[AnyMessage]:
+        """The view as LangChain messages: the original object for every message the engine left
+        as it was (nothing of it lost), a converted one where the engine rewrote it (``neutral``:
+        ``history`` converted). The engine keeps its view's messages between calls, so each is
+        mapped once; the history's keys are taken once per message too."""
+        with self._lock:
+            originals: dict[_Key, AnyMessage] | None = None
+            out: list[AnyMessage] = []
+            for message in prepared.messages:
+                if message.role == "system":
+                    continue  # the request's system_message carries the system prompt
+                mapped = self._views.get((message,))
+                if mapped is None:
+                    if originals is None:
+                        originals = self._originals(history, neutral)
+                    original = originals.get(_unchanged_key(message))
+                    mapped = [original] if original is not None else from_message(message)
+                    self._views.keep((message,), mapped)
+                out.extend(mapped)
+            self._views.rotate()
+            return out
+
+    def _originals(
+        self, history: Sequence[AnyMessage], neutral: Sequence[Message]
+    ) -> dict[_Key, AnyMessage]:
+        """The history's messages by what must match for a view message to be one of them."""
+        originals: dict[_Key, AnyMessage] = {}
+        for converted, original in zip(neutral, history, strict=True):
+            key = self._keys.get((converted,))
+            if key is None:
+                key = _unchanged_key(converted)
+                self._keys.keep((converted,), key)
+            originals[key] = original
+        self._keys.rotate()
+        return originals
 
     def _record(
         self, sync: HistorySync, request: ModelRequest[Any], response: ModelResponse[Any]
@@ -221,29 +264,13 @@ def _thread_id(config: RunnableConfig | None) -> str | None:
     return str(thread) if thread is not None else None
 
 
-def _unchanged_key(message: Message) -> tuple[bytes, tuple[ThinkingPart, ...]]:
+_Key = tuple[bytes, tuple[ThinkingPart, ...]]
+
+
+def _unchanged_key(message: Message) -> _Key:
     """What must match for a view message to be the framework's own: the digest leaves
     thinking out, and a view whose engine dropped old thinking must not get it back."""
     return message_digest(message), tuple(message.parts_of(ThinkingPart))
-
-
-def _view_messages(
-    prepared: PreparedRequest, history: Sequence[AnyMessage], neutral: Sequence[Message]
-) -> list[AnyMessage]:
-    """The view as LangChain messages: the original object for every message the engine left
-    as it was (nothing of it lost), a converted one where the engine rewrote it (``neutral``:
-    ``history`` converted)."""
-    originals = {
-        _unchanged_key(converted): original
-        for converted, original in zip(neutral, history, strict=True)
-    }
-    out: list[AnyMessage] = []
-    for message in prepared.messages:
-        if message.role == "system":
-            continue  # the request's system_message carries the system prompt
-        original = originals.get(_unchanged_key(message))
-        out.extend([original] if original is not None else from_message(message))
-    return out
 
 
 def _view_system(prepared: PreparedRequest, system: SystemMessage | None) -> SystemMessage | None:
