@@ -3,6 +3,10 @@ verbatim, bounded, newest kept, each with the ref its output can be read back wi
 
 from __future__ import annotations
 
+import random
+
+import pytest
+
 from contextfold.messages import Message, Meta, SummaryPart, ToolCallPart, ToolResultPart
 from contextfold.outputs.blobs import blob_info
 from contextfold.retention.ledger import (
@@ -16,6 +20,8 @@ from contextfold.retention.ledger import (
     token_budget,
     visible_refs,
 )
+from contextfold.transcripts import iter_transcripts
+from tests.conftest import shared_path
 
 
 def _call(call_id: str, name: str, **args: object) -> Message:
@@ -178,3 +184,69 @@ def test_the_ledger_round_trips_through_its_stored_form() -> None:
         {"kind": "file", "text": "ok"},
     ]
     assert Ledger.from_state(junk).items == (LedgerItem("file", "ok"),)
+
+
+# --------------------------------------------------------------------------------------------------
+# The identifier scan reads only the words that can hold one, and finds what the pattern finds
+# --------------------------------------------------------------------------------------------------
+
+_PIECES = [
+    "http://localhost:8080/x",
+    "https://ex.com/a?b=1",
+    "localhost:80",
+    "10.0.0.1:5432",
+    "db.internal:6379",
+    "parser.py:35",
+    "3f2a9c1d7e",
+    "deadbeefcafe1234",
+    "1234567",
+    "abcdefa",
+    "123e4567-e89b-12d3-a456-426614174000",
+    "ses_01hx9cabc12",
+    "cus_NffrFeUfNV2Hib",
+    "from_iso8601",
+    "x_" + "a1" * 6,
+    "word",
+    "(",
+    ")",
+    "'",
+    ":",
+    "_",
+    ":12",
+    "é",
+    "\u212a",  # the Kelvin sign: a k to a case-insensitive pattern
+    "ſ",
+    "\u00a0",
+    "\t",
+    "\n",
+    " ",
+    "",
+]
+
+
+def test_identifier_scan_finds_what_the_whole_pattern_finds() -> None:
+    from contextfold.retention.ledger import _IDENTIFIER, _identifier_matches
+
+    rng = random.Random(5)
+    for _ in range(3_000):
+        # Pieces glued to each other as often as spaced: features straddle word edges.
+        text = "".join(rng.choice(_PIECES) + rng.choice(["", " ", "", "\n"]) for _ in range(12))
+        expected = [m.group(0) for m in _IDENTIFIER.finditer(text)]
+        assert list(_identifier_matches(text)) == expected, text
+
+
+@pytest.mark.shared_data
+def test_identifier_scan_agrees_on_real_tool_outputs() -> None:
+    from contextfold.retention.ledger import _IDENTIFIER, _identifier_matches
+
+    texts = 0
+    for item in iter_transcripts(shared_path("trajectories")):
+        for transcript in item.walk():
+            for message in transcript.messages[:200]:
+                for result in message.tool_results:
+                    expected = [m.group(0) for m in _IDENTIFIER.finditer(result.content)]
+                    assert list(_identifier_matches(result.content)) == expected
+                    texts += 1
+        if texts > 4_000:
+            break
+    assert texts > 0

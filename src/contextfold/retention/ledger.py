@@ -111,6 +111,31 @@ _PREFIXED_ID = r"\b[a-z]{2,8}_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{10,40}\b"
 _IDENTIFIER = re.compile(
     "|".join(f"(?:{p})" for p in (_URL, _UUID, _HOST_PORT, _HASH, _PREFIXED_ID)), re.IGNORECASE
 )
+# Every identifier holds one of these within one word (none spans whitespace): ``://`` (a URL),
+# ``:`` and two digits (a port), ``_`` and ten letters or digits (a prefixed id), seven hex
+# digits (a UUID or a hash). A text is scanned for them first, and the identifier pattern, slow
+# to try at every position, runs only over the words that hold one (see
+# :func:`_identifier_matches`).
+_FEATURE = re.compile(r"://|:\d\d|_[a-z0-9]{10}|[0-9a-f]{7}", re.IGNORECASE)
+_WORD = re.compile(r"\S+")
+
+
+def _byte_map(chars: bytes, to: bytes, other: bytes | None = None) -> bytes:
+    """A :meth:`bytes.translate` table sending ``chars`` to ``to`` and every other byte to
+    ``other`` (itself when ``None``)."""
+    return bytes(to[0] if b in chars else (b if other is None else other[0]) for b in range(256))
+
+
+_DIGITS, _HEX = b"0123456789", b"0123456789abcdefABCDEF"
+_ALNUM = _DIGITS + bytes(range(ord("a"), ord("z") + 1)) + bytes(range(ord("A"), ord("Z") + 1))
+_ASCII_FEATURES: tuple[tuple[bytes | None, bytes], ...] = (
+    (None, b"://"),
+    (_byte_map(_DIGITS, b"0"), b":00"),
+    (_byte_map(_ALNUM, b"a"), b"_" + b"a" * 10),
+    (_byte_map(_HEX, b"x", b" "), b"x" * 7),
+)
+""":data:`_FEATURE` as literals in an ASCII text's bytes mapped by each table (a search for a
+literal runs at C speed; the pattern's character classes are tried byte by byte)."""
 _TRAILING = ".,;:!?'\"\\"
 _COUNTER = HeuristicCounter()
 _RefOf: TypeAlias = Callable[[str], str | None]
@@ -358,14 +383,63 @@ def _text_identifiers(text: str) -> tuple[str, ...]:
     # Identifiers are read from the redacted text: lifted out of its line, a secret loses
     # the context (``TOKEN=``...) by which the store's redactor would know it.
     found: list[str] = []
-    for match in _IDENTIFIER.finditer(redact_text(text) if might_hold_secret(text) else text):
-        word = match.group(0).rstrip(_TRAILING)
+    for match in _identifier_matches(redact_text(text) if might_hold_secret(text) else text):
+        word = match.rstrip(_TRAILING)
         if REF_PATTERN.fullmatch(word) or redact_text(word) != word:
             continue
         found.append(_clip(word))
         if len(found) >= MAX_IDENTIFIERS_PER_MESSAGE:
             break
     return tuple(found)
+
+
+def _identifier_matches(text: str) -> Iterator[str]:
+    """What ``_IDENTIFIER.finditer(text)`` finds, in order, read only from the words of ``text``
+    that hold a :data:`_FEATURE`.
+
+    The same matches: a match lies within one word (no part of the pattern takes whitespace)
+    and holds a feature, and joined with line breaks the words keep what ``\\b`` and the
+    look-ahead see around and inside each match. Tried at every position of a long tool output,
+    the pattern cost most of a compaction's ledger; most words hold no feature."""
+    words = _feature_words(text)
+    if words:
+        for match in _IDENTIFIER.finditer("\n".join(words)):
+            yield match.group(0)
+
+
+def _feature_words(text: str) -> list[str]:
+    """The whitespace-delimited words of ``text`` that hold a :data:`_FEATURE`, in order."""
+    hits: list[int] = []
+    if text.isascii():
+        raw = text.encode("ascii")
+        for table, literal in _ASCII_FEATURES:
+            mapped = raw if table is None else raw.translate(table)
+            at = mapped.find(literal)
+            while at >= 0:
+                hits.append(at)
+                at = mapped.find(literal, _word_end(text, at))  # one hit per word is enough
+        hits.sort()
+    else:
+        hits = [hit.start() for hit in _FEATURE.finditer(text)]
+    words: list[str] = []
+    end = 0
+    for at in hits:
+        if at < end:
+            continue  # in the word taken last
+        start = at
+        while start > end and not text[start - 1].isspace():
+            start -= 1
+        word = _WORD.match(text, start)
+        if word is not None:
+            words.append(word.group(0))
+            end = word.end()
+    return words
+
+
+def _word_end(text: str, at: int) -> int:
+    """Where the word holding position ``at`` ends."""
+    word = _WORD.match(text, at)
+    return word.end() if word is not None else at + 1
 
 
 @lru_cache(maxsize=IDENTIFIER_CACHE_TEXTS)
