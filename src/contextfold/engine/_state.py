@@ -7,8 +7,9 @@ replaced, and none changes what an earlier one read (the stale-state bugs of ear
 were of that kind). Outside a pass, the one public method that owns a field changes it the same
 way (``add_user`` the turn, ``add_assistant`` the refusal).
 
-Six objects keep their own running counts and change through their own methods: the estimator,
-usage, tool deferral, window, pace and pins. Everything else is a plain value.
+Seven objects keep their own running counts and change through their own methods: the estimator,
+usage, tool deferral, window, pace, pins and the loss reports' memory (``losses``). Everything
+else is a plain value.
 
 Part of the state is saved after every turn and read back on resume (:meth:`TurnState.saved`,
 :meth:`TurnState.restored`); the rest lives only as long as the process, because it describes a
@@ -29,7 +30,7 @@ from contextfold.engine.request import PreparedRequest
 from contextfold.events import LossReported, Trigger
 from contextfold.messages import Message
 from contextfold.retention.ledger import Ledger, ledger_items, stored_refs, token_budget
-from contextfold.retention.loss import left_the_view, loss_report
+from contextfold.retention.loss import LossTracker, left_the_view
 from contextfold.retention.pins import PinSet
 from contextfold.retention.probes import Probe, probe_of
 from contextfold.tokens.estimator import ContextSizeEstimator
@@ -78,6 +79,10 @@ class TurnState:
     facts: tuple[Probe, ...] = ()
     """The facts the loss reports so far probed (saved): the next report probes them too, so a
     fact a summary carried and the next one leaves out is reported."""
+    losses: LossTracker = field(default_factory=LossTracker)
+    """What the loss reports read that never changes (messages' texts, stored outputs, which
+    facts each text shows), so each report reads only what is new (not saved: a resumed session
+    reads it again at its first report)."""
 
     last: PreparedRequest | None = None
     """The latest prepared request."""
@@ -179,7 +184,7 @@ class TurnState:
             left_the_view(items, result.view),
             max_tokens=token_budget(self.window.context_window),
         )
-        report = loss_report(
+        report = self.losses.report(
             result.before_view,
             result.view,
             pins=[pin.text for pin in self.pins.pins],

@@ -30,20 +30,23 @@ report.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from contextfold.events import LossReported
 from contextfold.messages import Message, SummaryPart
+from contextfold.retention._fact_index import FactIndex
 from contextfold.retention.ledger import Ledger, LedgerItem, output_ref
 from contextfold.retention.probes import (
     Probe,
     ProbeKind,
     ViewText,
     is_summary,
+    message_texts,
     normalize,
     probes_for,
+    read_text,
 )
 
 __all__ = [
@@ -52,6 +55,7 @@ __all__ = [
     "WHERES",
     "LossItem",
     "LossReport",
+    "LossTracker",
     "MessageOut",
     "MessageWhere",
     "Where",
@@ -233,50 +237,201 @@ def loss_report(
     the ledger ``before`` was sent with. ``read_ref`` reads a stored output by ref (``None``
     when it is not stored); without it nothing counts as recoverable. ``known`` are the facts
     an earlier report probed (:attr:`LossReport.facts`).
+
+    The same as :meth:`LossTracker.report` on a new tracker: a session keeps one, so that
+    each compaction searches only the texts and facts the previous ones did not.
     """
-    ledger = ledger or Ledger()
-    previous_ledger = previous_ledger or Ledger()
-    pinned = normalize("\n".join(pins))
-    read: dict[str, str] = {}  # outputs both views name are read once
-    was = _Places(
-        ViewText.of(before, read_ref, extra_refs=previous_ledger.refs, read=read),
-        pinned,
-        previous_ledger,
+    return LossTracker().report(
+        before,
+        after,
+        pins=pins,
+        ledger=ledger,
+        previous_ledger=previous_ledger,
+        read_ref=read_ref,
+        known=known,
     )
-    now = _Places(ViewText.of(after, read_ref, extra_refs=ledger.refs, read=read), pinned, ledger)
-    facts = _facts(before, known)
-    items: list[LossItem] = []
-    lost_sources: set[str] = set()
-    for probe in facts:
-        place = now.place(probe.needles)
-        if place == "verbatim" or place == was.place(probe.needles):
-            continue  # in the conversation, or where it was (a report said so then)
-        ref = now.view.holding_ref(probe.needles) if place == "recoverable" else None
-        items.append(LossItem(probe.kind, probe.text, place, ref))
-        if place == "lost":
-            lost_sources.update(probe.sources)
-    messages = _messages_out(before, after, frozenset(now.view.refs), lost_sources)
-    return LossReport(tuple(items), tuple(messages), tuple(facts))
+
+
+@dataclass(frozen=True, slots=True)
+class _MessageText:
+    """What the loss report reads of one message: its texts, normalized, and the refs it
+    names (on its tool results and in its texts)."""
+
+    summary: bool
+    texts: tuple[str, ...]
+    refs: frozenset[str]
+
+    @classmethod
+    def of(cls, message: Message) -> _MessageText:
+        texts: list[str] = []
+        refs = {r.ref for r in message.tool_results if r.ref}
+        for text in message_texts(message):
+            normalized, named = read_text(text)
+            if normalized:
+                texts.append(normalized)
+            refs.update(named)
+        return cls(is_summary(message), tuple(texts), frozenset(refs))
+
+
+class LossTracker:
+    """A session's loss reports, each the same as :func:`loss_report`'s, computed from what
+    the earlier ones read.
+
+    It remembers only what never changes: a message's normalized texts (messages are
+    immutable), a stored output's text (refs are content addresses), and which facts each text
+    shows (:class:`~contextfold.retention._fact_index.FactIndex`). So a report searches the
+    texts new since the last one for every fact, and the facts new since then in every text;
+    the rest is set lookups. What no view holds any more is let go at each report.
+    """
+
+    def __init__(self) -> None:
+        self._index = FactIndex()
+        self._messages: dict[str, tuple[Message, _MessageText]] = {}
+        self._outputs: dict[str, str] = {}
+
+    def report(
+        self,
+        before: Sequence[Message],
+        after: Sequence[Message],
+        *,
+        pins: Iterable[str] = (),
+        ledger: Ledger | None = None,
+        previous_ledger: Ledger | None = None,
+        read_ref: Callable[[str], str | None] | None = None,
+        known: Iterable[Probe] = (),
+    ) -> LossReport:
+        """What left the view between ``before`` and ``after`` (see :func:`loss_report`)."""
+        ledger = ledger or Ledger()
+        previous_ledger = previous_ledger or Ledger()
+        pinned = normalize("\n".join(pins))
+        facts = _facts(before, known)
+        was_messages = self._read_messages(before)
+        now_messages = self._read_messages(after)
+        self._messages = {**was_messages, **now_messages}  # what no view holds is let go
+        was_read = [read for _, read in was_messages.values()]
+        now_read = [read for _, read in now_messages.values()]
+        was_refs, now_refs = _refs(was_read, previous_ledger), _refs(now_read, ledger)
+        outputs = self._read_outputs(was_refs | now_refs, read_ref)
+        listed_was, listed_now = normalize(previous_ledger.render()), normalize(ledger.render())
+        texts = {
+            *(t for m in (*was_read, *now_read) for t in m.texts),
+            *outputs.values(),
+            *(t for t in (pinned, listed_was, listed_now) if t),
+        }
+        self._index.keep_only(texts)
+        self._index.add_facts((p.key, p.needles) for p in facts)
+        self._index.hold(texts)
+        pinned_facts = self._facts_in([pinned])
+        was = _Places(
+            self._index,
+            was_read,
+            pinned_facts,
+            self._facts_in([listed_was]),
+            {ref: outputs[ref] for ref in was_refs if ref in outputs},
+        )
+        now = _Places(
+            self._index,
+            now_read,
+            pinned_facts,
+            self._facts_in([listed_now]),
+            {ref: outputs[ref] for ref in now_refs if ref in outputs},
+        )
+        items: list[LossItem] = []
+        lost_sources: set[str] = set()
+        for probe in facts:
+            place = now.place(probe.key)
+            if place == "verbatim" or place == was.place(probe.key):
+                continue  # in the conversation, or where it was (a report said so then)
+            ref = now.holding_ref(probe.key) if place == "recoverable" else None
+            items.append(LossItem(probe.kind, probe.text, place, ref))
+            if place == "lost":
+                lost_sources.update(probe.sources)
+        messages = _messages_out(before, after, now_refs, lost_sources)
+        return LossReport(tuple(items), tuple(messages), tuple(facts))
+
+    def _read_messages(self, view: Sequence[Message]) -> dict[str, tuple[Message, _MessageText]]:
+        """Each message of ``view`` with what the report reads of it, by id (read once per
+        message: a message edited in place keeps its id, so the message itself is compared)."""
+        read: dict[str, tuple[Message, _MessageText]] = {}
+        for message in view:
+            known = self._messages.get(message.id)
+            if known is None or (known[0] is not message and known[0] != message):
+                known = (message, _MessageText.of(message))
+                self._messages[message.id] = known
+            read[message.id] = known
+        return read
+
+    def _read_outputs(
+        self, refs: Iterable[str], read_ref: Callable[[str], str | None] | None
+    ) -> dict[str, str]:
+        """The normalized stored output of each of ``refs`` that is stored (read once per
+        ref: a ref is its content's address)."""
+        if read_ref is None:
+            return {}
+        outputs: dict[str, str] = {}
+        for ref in refs:
+            text = self._outputs.get(ref)
+            if text is None:
+                raw = read_ref(ref)
+                text = normalize(raw) if raw else ""
+            if text:
+                outputs[ref] = text
+        self._outputs = outputs
+        return outputs
+
+    def _facts_in(self, texts: Iterable[str]) -> set[str]:
+        """The keys of the facts any of ``texts`` shows (all held)."""
+        found: set[str] = set()
+        for text in texts:
+            if text:
+                found |= self._index.shown(text)
+        return found
+
+
+def _refs(messages: Iterable[_MessageText], ledger: Ledger) -> frozenset[str]:
+    """Every ref the model can read with a view (its messages') and a ledger."""
+    refs: set[str] = set(ledger.refs)
+    for message in messages:
+        refs |= message.refs
+    return frozenset(refs)
 
 
 class _Places:
     """Where a view, the pins and a ledger hold a fact: one lookup, the best place first."""
 
-    def __init__(self, view: ViewText, pinned: str, ledger: Ledger) -> None:
-        self.view = view
+    def __init__(
+        self,
+        index: FactIndex,
+        messages: Iterable[_MessageText],
+        pinned: set[str],
+        listed: set[str],
+        outputs: Mapping[str, str],
+    ) -> None:
+        self.verbatim: set[str] = set()
+        self.summary: set[str] = set()
+        for message in messages:
+            into = self.summary if message.summary else self.verbatim
+            for text in message.texts:
+                into |= index.shown(text)
         self.pinned = pinned
-        self.listed = normalize(ledger.render())
+        self.listed = listed
+        self.outputs = {ref: index.shown(outputs[ref]) for ref in sorted(outputs)}
+        self.recoverable: set[str] = set().union(*self.outputs.values())
 
-    def place(self, needles: Sequence[str]) -> _Place:
-        if self.view.shows(needles):
+    def place(self, key: str) -> _Place:
+        if key in self.verbatim:
             return "verbatim"
-        if any(n in self.view.in_summary for n in needles):
+        if key in self.summary:
             return "summary"
-        if any(n in self.pinned for n in needles):
+        if key in self.pinned:
             return "pinned"
-        if any(n in self.listed for n in needles):
+        if key in self.listed:
             return "ledger"
-        return "recoverable" if self.view.holding_ref(needles) is not None else "lost"
+        return "recoverable" if key in self.recoverable else "lost"
+
+    def holding_ref(self, key: str) -> str | None:
+        """The first ref (in sorted order) whose stored output shows the fact."""
+        return next((ref for ref, shown in self.outputs.items() if key in shown), None)
 
 
 def _facts(before: Sequence[Message], known: Iterable[Probe]) -> list[Probe]:
@@ -291,7 +446,7 @@ def _facts(before: Sequence[Message], known: Iterable[Probe]) -> list[Probe]:
 def _messages_out(
     before: Sequence[Message],
     after: Sequence[Message],
-    reachable: frozenset[str],
+    reachable: Collection[str],
     lost_sources: set[str],
 ) -> list[MessageOut]:
     """Every message of ``before`` that ``after`` no longer holds as it was, with what stands
@@ -314,7 +469,7 @@ def _messages_out(
 
 
 def _message_where(
-    covered: bool, refs: Sequence[str], reachable: frozenset[str], held_lost: bool
+    covered: bool, refs: Sequence[str], reachable: Collection[str], held_lost: bool
 ) -> MessageWhere:
     if held_lost:
         return "lost"

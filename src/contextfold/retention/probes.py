@@ -19,7 +19,8 @@ The loss report (:mod:`contextfold.retention.loss`) adds two places between ``su
 ``recoverable``: a pin, and the artifact ledger (both are sent with every request; the retention
 table sees them as verbatim text of the system prompt).
 
-Matching is on exact wording, case-insensitive, with whitespace collapsed: a paraphrase counts as
+Matching is on exact wording, case-insensitive, with whitespace collapsed, within one text (a
+message's text, a tool call's arguments, a tool output, a summary): a paraphrase counts as
 lost. Two allowances keep it fair across agents: a file also matches by its last two path
 components (``pkg/module.py``: summaries often drop the working-directory prefix), and the task is
 probed by its first real sentence (:func:`task_probe_text`), not its whole text, which a summary
@@ -56,6 +57,7 @@ __all__ = [
     "normalize",
     "probe_of",
     "probes_for",
+    "read_text",
     "task_probe_text",
 ]
 
@@ -224,13 +226,14 @@ class ViewText:
             refs.update(r.ref for r in message.tool_results if r.ref)
             for text in message_texts(message):
                 # Each text normalized and searched for refs once (the same texts come back in
-                # every view a compaction compares); normalizing the parts and joining them
-                # with a space is normalizing the whole.
-                normalized, named = _read_text(text)
+                # every view a compaction compares).
+                normalized, named = read_text(text)
                 if normalized:
                     into.append(normalized)
                 refs.update(named)
-        return cls(" ".join(ordinary), " ".join(summaries), refs, read_ref, read)
+        # Joined by line breaks, which no needle holds: a fact is found within one text, never
+        # across the end of one and the start of the next.
+        return cls("\n".join(ordinary), "\n".join(summaries), refs, read_ref, read)
 
     @property
     def outputs(self) -> dict[str, str]:
@@ -331,8 +334,8 @@ class ViewText:
 
 
 @lru_cache(maxsize=TEXT_CACHE_SIZE)
-def _read_text(text: str) -> tuple[str, tuple[str, ...]]:
-    """``text`` normalized, and the refs it names."""
+def read_text(text: str) -> tuple[str, tuple[str, ...]]:
+    """``text`` normalized, and the refs it names (remembered for the latest texts)."""
     return normalize(text), tuple(REF_PATTERN.findall(text))
 
 

@@ -1,0 +1,135 @@
+"""Which facts each text shows, each text searched once for every fact (texts and facts never
+change).
+
+The loss report asks, at every compaction, where each fact the session knows can be read: in
+which of the view's texts, summaries, stored outputs, the pins or the ledger. Asked fact by fact
+over every text again, that was most of a compaction turn, although from one compaction to the
+next most texts and most facts are the same. A :class:`FactIndex` keeps, for every text it holds
+(normalized, see :func:`~contextfold.retention.probes.normalize`), the set of facts whose needle
+the text contains; a text new to it is searched for every fact, a fact new to it is searched in
+every text it holds. What it answers is always what a plain search would (``needle in text``,
+for each text): it caches, it never guesses.
+
+A text is searched through its *tokens* (runs of ASCII letters, digits and any non-ASCII
+character, read from its UTF-8 bytes at C speed). A needle found in a text holds its inner
+tokens (those bounded on both sides by other characters of the needle) as whole tokens of the
+text, so each needle is filed under one inner token, and a text is searched only for the needles
+filed under one of its tokens whose inner tokens it all holds. ``_`` ends a token, so that a
+file name such as ``test_issue.py`` has one (``issue``); the few needles without any
+(``setup.py``) are searched in every new text.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["FactIndex"]
+
+_TOKEN_BYTES = frozenset(
+    b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" + bytes(range(0x80, 0x100))
+)
+_BLANK_OTHERS = bytes(b if b in _TOKEN_BYTES else 0x20 for b in range(256))
+"""A :meth:`bytes.translate` table keeping token bytes and blanking every other byte (UTF-8
+puts no ASCII byte inside a multi-byte character, so a character's bytes stay together)."""
+
+
+def _mapped(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass").translate(_BLANK_OTHERS)
+
+
+def _tokens(text: str) -> frozenset[bytes]:
+    return frozenset(_mapped(text).split())
+
+
+def _inner_tokens(needle: str) -> tuple[bytes, ...]:
+    """The tokens of ``needle`` that neither start nor end it: the first and last pieces of
+    the split touch its ends (empty when a blanked byte is there)."""
+    return tuple(piece for piece in _mapped(needle).split(b" ")[1:-1] if piece)
+
+
+@dataclass(frozen=True, slots=True)
+class _Needle:
+    fact: str
+    text: str
+    inner: frozenset[bytes]
+
+
+class FactIndex:
+    """The facts each held text shows (see the module docstring). Facts are known by their key
+    and found by their needles (any one of them found is the fact found)."""
+
+    def __init__(self) -> None:
+        self._facts: set[str] = set()
+        self._filed: dict[bytes, list[_Needle]] = {}
+        self._anchors: set[bytes] = set()
+        self._loose: list[_Needle] = []
+        self._shown: dict[str, set[str]] = {}
+
+    def shown(self, text: str) -> set[str]:
+        """The keys of the facts ``text`` shows (``text`` is held: see :meth:`hold`)."""
+        return self._shown[text]
+
+    def keep_only(self, texts: Collection[str]) -> None:
+        """Let go of every held text not in ``texts`` (what a session no longer shows need not
+        be searched for the facts still to come)."""
+        for text in [t for t in self._shown if t not in texts]:
+            del self._shown[text]
+
+    def add_facts(self, facts: Iterable[tuple[str, Sequence[str]]]) -> None:
+        """Know each fact (its key and its needles) not known yet, and find it in the held
+        texts."""
+        new: list[_Needle] = []
+        for key, needles in facts:
+            if key in self._facts:
+                continue
+            self._facts.add(key)
+            for needle in needles:
+                inner = _inner_tokens(needle)
+                filed = _Needle(key, needle, frozenset(inner))
+                new.append(filed)
+                if inner:
+                    # The last inner tokens are the most telling (a path's file name, the
+                    # object of an error line); the longer of the last two is the anchor.
+                    anchor = max(reversed(inner[-2:]), key=len)
+                    self._filed.setdefault(anchor, []).append(filed)
+                    self._anchors.add(anchor)
+                else:
+                    self._loose.append(filed)
+        if new and self._shown:
+            self._find_in(list(self._shown), new)
+
+    def hold(self, texts: Iterable[str]) -> None:
+        """Hold each text not held yet, searched for every known fact."""
+        fresh = [t for t in dict.fromkeys(texts) if t not in self._shown]
+        for text in fresh:
+            tokens = _tokens(text)
+            found: set[str] = set()
+            for anchor in tokens & self._anchors:
+                for needle in self._filed[anchor]:
+                    if needle.fact not in found and needle.inner <= tokens and needle.text in text:
+                        found.add(needle.fact)
+            self._shown[text] = found
+        if fresh and self._loose:
+            self._find_in(fresh, self._loose)
+
+    def _find_in(self, texts: list[str], needles: Iterable[_Needle]) -> None:
+        """Add each of ``needles``' facts to the held ``texts`` that contain it: one search per
+        needle through the texts joined by line breaks (a needle, normalized, holds none, so no
+        match straddles two texts), each match placed by its offset."""
+        starts: list[int] = []
+        offset = 0
+        for text in texts:
+            starts.append(offset)
+            offset += len(text) + 1
+        joined = "\n".join(texts)
+        for needle in needles:
+            at = joined.find(needle.text)
+            while at >= 0:
+                which = bisect_right(starts, at) - 1
+                self._shown[texts[which]].add(needle.fact)
+                following = which + 1
+                if following == len(texts):
+                    break
+                at = joined.find(needle.text, starts[following])
