@@ -5,12 +5,17 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.compaction import atomic_units, recent_window_start
+from contextfold.compaction import (
+    CompactionContext,
+    RecentWindow,
+    atomic_units,
+    recent_window_start,
+)
 from contextfold.history.repair import validate
 from contextfold.history.turns import task_index, turn_starts
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
 
-from .conftest import CharCounter, agent_log, chat, tool_round
+from .conftest import CharCounter, agent_log, chat, make_ctx, tool_round
 
 counter = CharCounter()
 
@@ -133,3 +138,71 @@ def test_window_never_starts_inside_a_unit(view: list[Message], turns: int, cap:
 def test_task_is_the_first_user_turn_not_a_summary() -> None:
     view = [Message.system("s"), *tool_round(0, "ls", "x"), Message.user("real task", id="t")]
     assert task_index(view) == 3
+
+
+# --------------------------------------------------------------------------------------------------
+# The window found once per compaction and reused for the views its edits make
+# --------------------------------------------------------------------------------------------------
+
+
+def _masked(view: list[Message], indices: set[int]) -> list[Message]:
+    """``view`` with the outputs at ``indices`` shortened to one line (a mask edit's shape)."""
+    out = []
+    for i, message in enumerate(view):
+        if i in indices and message.tool_results:
+            parts = [ToolResultPart(r.call_id, r.name, "[masked]") for r in message.tool_results]
+            message = message.with_parts(parts)
+        out.append(message)
+    return out
+
+
+def _fresh_and_reused(ctx: CompactionContext, view: list[Message]) -> tuple[int, int]:
+    fresh = make_ctx(view, target=ctx.target_tokens, window=ctx.window_tokens, recent=ctx.recent)
+    return fresh.window_start(), ctx.with_view(view).window_start()
+
+
+def test_a_window_is_reused_for_a_view_whose_masking_left_it_where_it_was() -> None:
+    view = agent_log(30, output_chars=400)
+    ctx = make_ctx(view, target=0, window=4_000, recent=RecentWindow(turns=3, max_share=0.25))
+    start = ctx.window_start()
+    masked = _masked(view, set(range(2, start - 4)))  # well before the window
+    assert _fresh_and_reused(ctx, masked) == (start, start)
+    assert len(ctx.found_windows) == 1  # found once, reused
+
+
+def test_a_window_grows_when_masking_makes_the_unit_before_it_fit_the_cap() -> None:
+    view = agent_log(30, output_chars=400)
+    ctx = make_ctx(view, target=0, window=4_000, recent=RecentWindow(turns=3, max_share=0.25))
+    start = ctx.window_start()
+    # The unit just before the window was refused for its size; masked, it fits.
+    fresh, reused = _fresh_and_reused(ctx, _masked(view, set(range(start - 2, start))))
+    assert fresh < start
+    assert reused == fresh
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    conversations(),
+    st.integers(0, 4),
+    st.integers(0, 2_000),
+    st.booleans(),
+    st.sets(st.integers(0, 40)),
+    st.sets(st.integers(0, 40)),
+)
+def test_a_reused_window_is_always_the_one_a_fresh_search_finds(
+    view: list[Message],
+    turns: int,
+    cap: int,
+    hard: bool,
+    first: set[int],
+    second: set[int],
+) -> None:
+    recent = RecentWindow(turns=turns, max_share=cap / 4_000)
+    ctx = make_ctx(view, target=0, window=4_000, recent=recent, hard=hard)
+    ctx.window_start()
+    once = _masked(view, first)
+    twice = _masked(once, second)
+    shorter = once[: len(once) // 2]  # an edit that changes the length
+    for later in (once, twice, shorter, view):
+        fresh = make_ctx(later, target=0, window=4_000, recent=recent, hard=hard)
+        assert ctx.with_view(later).window_start() == fresh.window_start()

@@ -7,12 +7,16 @@ from dataclasses import dataclass, field, replace
 
 from contextfold.compaction.summary import ExtractiveSummarizer, Summarizer
 from contextfold.events import Event
-from contextfold.history.turns import RecentWindow, recent_window_start
+from contextfold.history.turns import FoundWindow, RecentWindow
 from contextfold.messages import Message, ToolResultPart
 from contextfold.outputs.blob_store import BlobStore
 from contextfold.tokens.counter import TokenCounter
 
 __all__ = ["CompactionContext"]
+
+
+_FOUND_WINDOWS_KEPT = 4
+"""Windows a compaction remembers (the last few views: a strategy's edits build on them)."""
 
 
 def _ignore(event: Event) -> None:
@@ -52,6 +56,12 @@ class CompactionContext:
     """Hard mode leaves the latest turn (the last assistant message, the newest results and
     the user's latest words) whole when it fits ``room()`` beside the least of the rest, even
     above the target: for a caller that must send it whole or not at all (the proxy)."""
+    found_windows: list[tuple[TokenCounter, FoundWindow]] = field(
+        default_factory=list, compare=False, repr=False
+    )
+    """The recent windows found so far, shared by the contexts :meth:`with_view` makes: the
+    views one compaction's strategies see differ by an edit or two, which mostly leave the
+    window where it was (see :meth:`window_start`). Only a cache: it changes no answer."""
 
     def tokens(self) -> int:
         """Tokens the view costs now."""
@@ -70,15 +80,20 @@ class CompactionContext:
         return replace(self, view=view)
 
     def window_start(self) -> int:
-        """Index where the protected recent window begins (only the last unit in hard mode)."""
-        if self.hard:
-            return recent_window_start(self.view, self.counter, turns=0)
-        return recent_window_start(
-            self.view,
-            self.counter,
-            turns=self.recent.turns,
-            max_tokens=self.recent.max_tokens(self.window_tokens),
-        )
+        """Index where the protected recent window begins (only the last unit in hard mode).
+
+        Found once per compaction and reused for each later view it still holds for
+        (:meth:`FoundWindow.holds_for <contextfold.history.turns.FoundWindow.holds_for>`)."""
+        turns = 0 if self.hard else self.recent.turns
+        max_tokens = None if self.hard else self.recent.max_tokens(self.window_tokens)
+        for counter, found in reversed(self.found_windows):
+            if counter is self.counter and found.holds_for(self.view, counter, turns, max_tokens):
+                return found.start
+        found = FoundWindow.of(self.view, self.counter, turns=turns, max_tokens=max_tokens)
+        if len(self.found_windows) >= _FOUND_WINDOWS_KEPT:
+            del self.found_windows[0]
+        self.found_windows.append((self.counter, found))
+        return found.start
 
     def stash(self, content: str, tool_name: str | None = None) -> str:
         """Put ``content`` in the blob store (idempotent) and return its ref."""

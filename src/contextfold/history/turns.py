@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_RECENT_MAX_SHARE",
     "DEFAULT_RECENT_TURNS",
     "NOTE_KINDS",
+    "FoundWindow",
     "RecentWindow",
     "atomic_units",
     "is_user_turn",
@@ -208,29 +209,96 @@ def recent_window_start(
     suffix of whole units under ``max_tokens``, and at least the last unit. ``turns=0`` keeps
     only what the cap allows of the last unit (the hard mode).
     """
-    if not view:
-        return 0
-    units = atomic_units(view)
-    # The last unit, with the system messages a host sent after it (its reminders): they do
-    # not make the newest results old.
-    last = len(units) - 1
-    while last > 0 and all(view[i].role == "system" for i in units[last]):
-        last -= 1
-    starts = turn_starts(view)
-    if turns <= 0:
-        wanted = units[last].start
-    elif len(starts) >= turns:
-        wanted = starts[-turns]
-    else:
-        wanted = 0
-    start = units[last].start
-    used = sum(unit_tokens(view, unit, counter) for unit in units[last:])
-    for unit in reversed(units[:last]):
-        if unit.start < wanted:
-            break
-        cost = unit_tokens(view, unit, counter)
-        if max_tokens is not None and used + cost > max_tokens:
-            break
-        used += cost
-        start = unit.start
-    return start
+    return FoundWindow.of(view, counter, turns=turns, max_tokens=max_tokens).start
+
+
+@dataclass(frozen=True, slots=True)
+class FoundWindow:
+    """Where the recent window of one view begins, and why there, so that a view an edit made
+    from it can reuse it: one compaction asks for the window of each view its strategies see,
+    and most of their edits (masking, trimming, clearing what lies before the window) leave it
+    where it was.
+
+    ``start`` depends on the messages from ``start`` on, on where units and turns begin
+    before it, and, when the token cap stopped the search (``refused`` is the unit it would
+    not take, ``used`` what the window holds), on that unit's size.
+    """
+
+    view: tuple[Message, ...]
+    start: int
+    turns: int
+    max_tokens: int | None
+    refused: range | None = None
+    used: int = 0
+
+    @classmethod
+    def of(
+        cls,
+        view: Sequence[Message],
+        counter: TokenCounter,
+        *,
+        turns: int = DEFAULT_RECENT_TURNS,
+        max_tokens: int | None = None,
+    ) -> FoundWindow:
+        """The window of ``view`` (see :func:`recent_window_start`)."""
+        frozen = tuple(view)
+        if not frozen:
+            return cls(frozen, 0, turns, max_tokens)
+        units = atomic_units(frozen)
+        # The last unit, with the system messages a host sent after it (its reminders): they
+        # do not make the newest results old.
+        last = len(units) - 1
+        while last > 0 and all(frozen[i].role == "system" for i in units[last]):
+            last -= 1
+        starts = turn_starts(frozen)
+        if turns <= 0:
+            wanted = units[last].start
+        elif len(starts) >= turns:
+            wanted = starts[-turns]
+        else:
+            wanted = 0
+        start = units[last].start
+        used = sum(unit_tokens(frozen, unit, counter) for unit in units[last:])
+        for unit in reversed(units[:last]):
+            if unit.start < wanted:
+                break
+            cost = unit_tokens(frozen, unit, counter)
+            if max_tokens is not None and used + cost > max_tokens:
+                return cls(frozen, start, turns, max_tokens, unit, used)
+            used += cost
+            start = unit.start
+        return cls(frozen, start, turns, max_tokens, None, used)
+
+    def holds_for(
+        self, view: Sequence[Message], counter: TokenCounter, turns: int, max_tokens: int | None
+    ) -> bool:
+        """True when ``view``'s window begins at :attr:`start` too: as long, the same messages
+        from :attr:`start` on and, before it, messages that begin units and turns where the
+        old ones did (a masked output, trimmed arguments, cleared thinking), with the unit the
+        cap refused still too big for it."""
+        old = self.view
+        if turns != self.turns or max_tokens != self.max_tokens or len(view) != len(old):
+            return False
+        if view is old:
+            return True
+        for i in range(len(old) - 1, self.start - 1, -1):
+            if view[i] is not old[i]:
+                return False
+        for i in range(self.start):
+            new = view[i]
+            if new is not old[i] and not _same_shape(new, old[i]):
+                return False
+        refused = self.refused
+        if refused is None or max_tokens is None:
+            return True  # the turns stopped the search, or it took every unit
+        return self.used + unit_tokens(view, refused, counter) > max_tokens
+
+
+def _same_shape(new: Message, old: Message) -> bool:
+    """True when ``new`` cuts a view into units and turns exactly as ``old`` did."""
+    return (
+        new.role == old.role
+        and [c.call_id for c in new.tool_calls] == [c.call_id for c in old.tool_calls]
+        and [r.call_id for r in new.tool_results] == [r.call_id for r in old.tool_results]
+        and is_user_turn(new) == is_user_turn(old)
+    )
