@@ -44,6 +44,7 @@ from contextfold.model_registry import Provider
 from contextfold.proxy._conversation import ENGINE_TOOL_NAMES, Conversation
 from contextfold.proxy._engines import Engines, ProxyStore
 from contextfold.proxy._request_json import KnownMessages
+from contextfold.proxy._upstream_json import BodyEncoder
 from contextfold.proxy._wire import (
     ClientError,
     ClientRequest,
@@ -131,6 +132,8 @@ class ProxyState:
     salt: bytes
     digests: DigestCache = field(default_factory=DigestCache)
     """Digests of the messages clients sent, by their exact text (they resend them all)."""
+    bodies: BodyEncoder = field(default_factory=BodyEncoder)
+    """Upstream bodies as JSON, the long texts they resend escaped once."""
     served: dict[str, bool] = field(default_factory=dict)
     """Which upstream paths the upstream serves, as probed (``--upstream-protocol auto``)."""
     answered: dict[tuple[str, str], list[Message]] = field(default_factory=dict)
@@ -223,6 +226,8 @@ class Exchange:
     passthrough: bool = False
     """The client's request goes up as it is (it continues a response made upstream)."""
     _reply: ChatResponse | None = field(default=None, init=False)
+    _body_tokens: int = field(default=0, init=False)
+    """About how many tokens the latest upstream body holds."""
     on_answered: Callable[[ClientWriter], None] | None = None
     """Called once the client has its whole reply (a Responses client's is remembered for a
     later ``previous_response_id``)."""
@@ -380,6 +385,9 @@ class Exchange:
         self.tally["estimated_upstream_tokens"] = (
             self.tally.get("estimated_upstream_tokens", 0) + prepared.tokens
         )
+        # A verbatim body is the client's own, as long as its whole request.
+        verbatim_tokens = self.tally.get("client_tokens", 0)
+        self._body_tokens = verbatim_tokens if self.verbatim else prepared.tokens
         if self.verbatim:
             return dict(self.client.body)
         max_tokens, clamped = conversation.reply_budget(prepared)
@@ -491,7 +499,7 @@ class Exchange:
         request = state.http.build_request(
             "POST",
             state.config.upstream_url(self.upstream_side.UPSTREAM_PATH),
-            content=json.dumps(body, ensure_ascii=False).encode(),
+            content=state.bodies.encode(body, tokens=self._body_tokens),
             headers={**self.upstream_headers, "content-type": "application/json"},
         )
         self.tally["upstream_calls"] = self.tally.get("upstream_calls", 0) + 1

@@ -1,0 +1,63 @@
+"""The upstream body's JSON: the bytes ``json.dumps`` writes, with the long texts a body resends
+copied from their encoding made the first time (issue 28)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextfold.proxy._upstream_json import LONG_CHARS, WORTH_TOKENS, BodyEncoder
+
+_TEXT = st.text(max_size=40) | st.text(min_size=LONG_CHARS, max_size=LONG_CHARS + 200)
+_PLAIN = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _TEXT
+_VALUES = st.recursive(
+    _PLAIN,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=20,
+)
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False).encode()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_VALUES, min_size=1, max_size=4))
+def test_the_bytes_are_json_dumps_bytes_each_time(bodies: list[Any]) -> None:
+    encoder = BodyEncoder()
+    for body in bodies + bodies:  # the second time, from what was remembered
+        assert encoder.encode(body, tokens=WORTH_TOKENS) == _json(body)
+        assert encoder.encode(body, tokens=0) == _json(body)
+
+
+def _body(*outputs: str) -> dict[str, Any]:
+    blocks = [{"type": "tool_result", "tool_use_id": "t1", "content": text} for text in outputs]
+    return {"model": "m", "messages": [{"role": "user", "content": blocks}], "max_tokens": 9}
+
+
+def test_a_text_resent_is_copied_and_a_new_one_encoded() -> None:
+    encoder = BodyEncoder()
+    old, new = 'line "1"\n' * 100, "line\t2\n" * 100
+    assert encoder.encode(_body(old), tokens=WORTH_TOKENS) == _json(_body(old))
+    assert list(encoder._encoded) == [old]
+    assert encoder.encode(_body(old, new), tokens=WORTH_TOKENS) == _json(_body(old, new))
+    assert list(encoder._encoded) == [old, new]
+
+
+def test_a_text_that_looks_like_a_stand_in_is_only_text() -> None:
+    """A client cannot make its text read as a stand-in: it would need the process's nonce."""
+    encoder = BodyEncoder()
+    lookalike = "\x00" + "0" * 32 + ":0\x00"
+    body = _body("x" * LONG_CHARS, lookalike, "\\u0000" + "0" * 32 + ":0\\u0000")
+    assert encoder.encode(body, tokens=WORTH_TOKENS) == _json(body)
+
+
+def test_the_remembered_encodings_stay_within_their_bound() -> None:
+    encoder = BodyEncoder(max_bytes=10_000)
+    for index in range(100):
+        encoder.encode(_body(f"{index} " + "y" * 1_000), tokens=WORTH_TOKENS)
+    assert 0 < encoder._bytes <= 10_000
+    assert encoder._bytes == sum(len(b) for b in encoder._encoded.values())
