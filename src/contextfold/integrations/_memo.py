@@ -12,6 +12,7 @@ of the latest call, so a call converts only what is new.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import is_
 from typing import Generic, TypeVar
 
 __all__ = ["LatestObjects", "same_objects"]
@@ -21,7 +22,7 @@ V = TypeVar("V")
 
 def same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
     """Whether ``a`` and ``b`` hold the very same objects, in order."""
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+    return len(a) == len(b) and all(map(is_, a, b))
 
 
 class LatestObjects(Generic[V]):

@@ -52,7 +52,9 @@ _MAPPED_REQUEST_PARTS = (
 
 def _dump(message: pa.ModelMessage) -> dict[str, Any]:
     """pydantic-ai's JSON form of a message (JSON mode: bytes as base64, times as strings)."""
-    dumped: dict[str, Any] = json.loads(pa.ModelMessagesTypeAdapter.dump_json([message]))[0]
+    # JSON mode in Python: what dump_json then json.loads gives, without writing and parsing
+    # the text (several times cheaper on a long tool output).
+    dumped: dict[str, Any] = pa.ModelMessagesTypeAdapter.dump_python([message], mode="json")[0]
     return dumped
 
 
@@ -396,13 +398,13 @@ class HistoryMapping:
     pydantic-ai hands the same message objects on every request, but changes some in place
     (the newest request gets its timestamp, instructions and run metadata; a tail request may
     get parts appended): a message converts again whenever one of its own fields or its parts'
-    fields is another object than when it was converted. The engine keeps its view's messages
+    fields holds another value than when it was converted. The engine keeps its view's messages
     between calls, so a run of view messages is rebuilt once; except the view's last one, which
     is rebuilt on every call (pydantic-ai records state on the request it sends last).
     """
 
     def __init__(self) -> None:
-        self._converted: LatestObjects[list[Message]] = LatestObjects()
+        self._converted: LatestObjects[tuple[tuple[object, ...], list[Message]]] = LatestObjects()
         self._rebuilt: LatestObjects[pa.ModelMessage] = LatestObjects()
 
     def to_messages(self, history: Sequence[pa.ModelMessage]) -> list[Message]:
@@ -410,10 +412,12 @@ class HistoryMapping:
         out: list[Message] = []
         for message in history:
             snapshot = _snapshot(message)
-            neutral = self._converted.get(snapshot)
-            if neutral is None:
+            hit = self._converted.get((message,))
+            if hit is not None and hit[0] == snapshot:  # mostly the same objects: quick
+                neutral = hit[1]
+            else:
                 neutral = _message_to_messages(message)
-                self._converted.keep(snapshot, neutral)
+                self._converted.keep((message,), (snapshot, neutral))
             out.extend(neutral)
         self._converted.rotate()
         return out
@@ -437,10 +441,10 @@ class HistoryMapping:
 
 
 def _snapshot(message: pa.ModelMessage) -> tuple[object, ...]:
-    """The message, the values of its fields and of its parts' fields: what its conversion was
-    made from (a value set anew in place is another object, and misses)."""
-    values: list[object] = [message, *vars(message).values()]
+    """The values of the message's fields and of its parts' fields: what its conversion was
+    made from (a field set anew to another value, in place, is a change)."""
+    values: list[object] = [*vars(message).values()]
     for part in message.parts:
-        values.append(part)
+        values.append(type(part))
         values.extend(vars(part).values())
     return tuple(values)
