@@ -18,9 +18,16 @@ import pytest
 from contextfold.messages import Message
 from contextfold.replay import DEFAULT_PRESETS, replay
 from contextfold.retention import loss as loss_module
-from contextfold.retention.ledger import Ledger
-from contextfold.retention.loss import LossItem, LossReport, LossTracker, _facts, _messages_out
-from contextfold.retention.probes import Probe, ViewText, normalize
+from contextfold.retention.ledger import Ledger, LedgerItem
+from contextfold.retention.loss import (
+    LossItem,
+    LossReport,
+    LossTracker,
+    _facts,
+    _ledger_needles,
+    _messages_out,
+)
+from contextfold.retention.probes import Probe, ViewText, is_summary, normalize
 from contextfold.transcripts import Transcript, load_transcript, load_transcripts
 from tests.conftest import shared_path
 from tests.replay.conftest import EXAMPLE, coding_session
@@ -88,7 +95,7 @@ def plain_report(
 @contextmanager
 def checked_reports(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[LossReport]]:
     """Check every report a session's tracker makes against a new tracker's and the plain
-    one; the reports made."""
+    one, and the ledger items it finds out of view against a plain lookup; the reports made."""
     made: list[LossReport] = []
     kept = LossTracker.report
 
@@ -100,8 +107,20 @@ def checked_reports(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[LossReport
         made.append(got)
         return got
 
+    kept_left = LossTracker.left_the_view
+
+    def left_the_view(
+        self: LossTracker, items: Iterable[LedgerItem], after: Sequence[Message]
+    ) -> list[LedgerItem]:
+        items = list(items)
+        got = kept_left(self, items, after)
+        view = ViewText.of([m for m in after if not is_summary(m)])
+        assert got == [i for i in items if not view.shows(_ledger_needles(i))]
+        return got
+
     with monkeypatch.context() as patch:
         patch.setattr(loss_module.LossTracker, "report", report)
+        patch.setattr(loss_module.LossTracker, "left_the_view", left_the_view)
         yield made
 
 

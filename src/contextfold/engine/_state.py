@@ -30,7 +30,7 @@ from contextfold.engine.request import PreparedRequest
 from contextfold.events import LossReported, Trigger
 from contextfold.messages import Message
 from contextfold.retention.ledger import Ledger, ledger_items, stored_refs, token_budget
-from contextfold.retention.loss import LossTracker, left_the_view
+from contextfold.retention.loss import LossTracker
 from contextfold.retention.pins import PinSet
 from contextfold.retention.probes import Probe, probe_of
 from contextfold.tokens.estimator import ContextSizeEstimator
@@ -181,7 +181,7 @@ class TurnState:
             only=departed(result.before_view, result.view),
         )
         ledger = previous.merged(
-            left_the_view(items, result.view),
+            self.losses.left_the_view(items, result.view),
             max_tokens=token_budget(self.window.context_window),
         )
         report = self.losses.report(

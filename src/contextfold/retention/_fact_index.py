@@ -22,7 +22,7 @@ file name such as ``test_issue.py`` has one (``issue``); the few needles without
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = ["FactIndex"]
@@ -66,6 +66,7 @@ class FactIndex:
         self._anchors: set[bytes] = set()
         self._loose: list[_Needle] = []
         self._shown: dict[str, set[str]] = {}
+        self._tokens: dict[str, frozenset[bytes]] = {}
 
     def shown(self, text: str) -> set[str]:
         """The keys of the facts ``text`` shows (``text`` is held: see :meth:`hold`)."""
@@ -76,6 +77,7 @@ class FactIndex:
         be searched for the facts still to come)."""
         for text in [t for t in self._shown if t not in texts]:
             del self._shown[text]
+            del self._tokens[text]
 
     def add_facts(self, facts: Iterable[tuple[str, Sequence[str]]]) -> None:
         """Know each fact (its key and its needles) not known yet, and find it in the held
@@ -104,7 +106,7 @@ class FactIndex:
         """Hold each text not held yet, searched for every known fact."""
         fresh = [t for t in dict.fromkeys(texts) if t not in self._shown]
         for text in fresh:
-            tokens = _tokens(text)
+            tokens = self._tokens[text] = _tokens(text)
             found: set[str] = set()
             for anchor in tokens & self._anchors:
                 for needle in self._filed[anchor]:
@@ -113,6 +115,22 @@ class FactIndex:
             self._shown[text] = found
         if fresh and self._loose:
             self._find_in(fresh, self._loose)
+
+    def finder(self, texts: Sequence[str]) -> Callable[[str], bool]:
+        """Whether any of ``texts`` (all held) contains a needle, for needles that are not
+        facts (a ledger's items): a needle whose inner tokens are not all tokens of some
+        text is in none, found without a search; the others are searched in the texts joined
+        by line breaks."""
+        tokens: frozenset[bytes] = frozenset().union(*(self._tokens[t] for t in texts))
+        joined = "\n".join(texts)
+
+        def found(needle: str) -> bool:
+            inner = _inner_tokens(needle)
+            if inner and not tokens.issuperset(inner):
+                return False
+            return needle in joined
+
+        return found
 
     def _find_in(self, texts: list[str], needles: Iterable[_Needle]) -> None:
         """Add each of ``needles``' facts to the held ``texts`` that contain it: one search per

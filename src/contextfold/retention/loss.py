@@ -41,7 +41,6 @@ from contextfold.retention.ledger import Ledger, LedgerItem, output_ref
 from contextfold.retention.probes import (
     Probe,
     ProbeKind,
-    ViewText,
     is_summary,
     message_texts,
     normalize,
@@ -349,6 +348,26 @@ class LossTracker:
         messages = _messages_out(before, after, now_refs, lost_sources)
         return LossReport(tuple(items), tuple(messages), tuple(facts))
 
+    def left_the_view(
+        self, items: Iterable[LedgerItem], after: Sequence[Message]
+    ) -> list[LedgerItem]:
+        """The ``items`` whose wording no longer appears in ``after``'s conversation (see
+        :func:`left_the_view`), each wording looked up once."""
+        read = self._read_messages(after).values()
+        texts = [t for _, m in read if not m.summary for t in m.texts]
+        self._index.hold(texts)
+        found = self._index.finder(texts)
+        shown: dict[tuple[str, ...], bool] = {}
+        left: list[LedgerItem] = []
+        for item in items:
+            needles = _ledger_needles(item)
+            seen = shown.get(needles)
+            if seen is None:
+                seen = shown[needles] = any(found(n) for n in needles)
+            if not seen:
+                left.append(item)
+        return left
+
     def _read_messages(self, view: Sequence[Message]) -> dict[str, tuple[Message, _MessageText]]:
         """Each message of ``view`` with what the report reads of it, by id (read once per
         message: a message edited in place keeps its id, so the message itself is compared)."""
@@ -498,9 +517,9 @@ def _covered(before: Sequence[Message], after: Sequence[Message]) -> set[str]:
 
 def left_the_view(items: Iterable[LedgerItem], after: Sequence[Message]) -> list[LedgerItem]:
     """The ``items`` whose wording no longer appears in ``after``'s conversation (what a ledger
-    refreshed for ``after`` must name: what is still in view needs no entry)."""
-    view = ViewText.of([m for m in after if not is_summary(m)])
-    return [item for item in items if not view.shows(_ledger_needles(item))]
+    refreshed for ``after`` must name: what is still in view needs no entry); the same as
+    :meth:`LossTracker.left_the_view` on a new tracker."""
+    return LossTracker().left_the_view(items, after)
 
 
 def _ledger_needles(item: LedgerItem) -> tuple[str, ...]:
