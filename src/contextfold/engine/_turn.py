@@ -21,6 +21,7 @@ the window (rare: a compaction as hard as it goes that the grown ledger pushes o
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -126,6 +127,8 @@ def prepare(
     return request
 
 
+_ROLE = operator.attrgetter("role")
+
 _SQUEEZE_ZONES = frozenset({Zone.COMPACT, Zone.BLOCK, Zone.OVERFLOW})
 """Where the view would be compacted: a host's unused tools give way before its history."""
 
@@ -213,6 +216,8 @@ def _repeats_dropped(
     turn (Claude Code's "The task tools haven't been used recently…"), and one copy says it.
     The first copy stays, so the request's prefix does not change when another arrives; it
     leaves with its turn when a compaction takes that turn out."""
+    if "system" not in map(_ROLE, view):
+        return view, sizes  # the common case, found at C speed (this runs every turn)
     seen: set[tuple[str, ...]] = set()
     keep: list[int] = []
     for i, message in enumerate(view):
@@ -322,6 +327,8 @@ def _view_tail(request: PreparedRequest) -> int | None:
     if not request.message_breakpoints:
         return None
     tail = request.message_breakpoints[-1]
+    if not request.note:
+        return tail  # no note among the messages (looking for it would read them all)
     messages = request.messages  # the note is last or among the last: looked for from the end
     note = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].id == NOTE_ID), None)
     return tail - 1 if note is not None and note < tail else tail
