@@ -157,8 +157,7 @@ def _mask_batch(core: SessionCore, state: TurnState, m: Measurement) -> Applied:
         # otherwise mean planning again every turn or two).
         shortfall = max(least / 2, least - result.freed_tokens)
         return Applied(replace(state, mask_retry_at=core.sizes.outputs + int(shortfall)))
-    pending.flush()
-    return apply_result(core, state, result, m, trigger="mask")
+    return apply_result(core, state, result, m, trigger="mask", pending=pending)
 
 
 def _context(
@@ -202,7 +201,9 @@ def _compact(
     hard: bool = False,
     focus: str | None = None,
 ) -> Applied:
-    ctx = _context(core, state, m, target, hard=hard, focus=focus)
+    # Outputs the compaction stashes are written with its edits, in one transaction.
+    pending = PendingBlobs(core.blobs)
+    ctx = replace(_context(core, state, m, target, hard=hard, focus=focus), blobs=pending)
     started = core.emit(
         CompactionStarted(
             session_id=core.id,
@@ -214,18 +215,26 @@ def _compact(
     )
     result = core.deps.compactor.compact(ctx, hard=hard)
     return Applied(state, events=(started,)).then(
-        apply_result(core, state, result, m, trigger=trigger)
+        apply_result(core, state, result, m, trigger=trigger, pending=pending)
     )
 
 
 def apply_result(
-    core: SessionCore, state: TurnState, result: CompactResult, m: Measurement, *, trigger: Trigger
+    core: SessionCore,
+    state: TurnState,
+    result: CompactResult,
+    m: Measurement,
+    *,
+    trigger: Trigger,
+    pending: PendingBlobs | None = None,
 ) -> Applied:
-    """Let ``result`` enter the session (see the module docstring)."""
+    """Let ``result`` enter the session (see the module docstring). ``pending`` holds the
+    outputs its run stashed, written (before the edits that cite them) only when it changed
+    something."""
     events = [core.emit(event) for event in result.events]
     after = m.tokens
     if result.edits:
-        after = _take_edits(core, state, result, m)
+        after = _take_edits(core, state, result, m, pending)
         # A new view: a declined mask batch is planned again, the cache plan starts over.
         state = replace(state, mask_retry_at=None, previous_tail=None)
     if result.summary is not None:
@@ -263,9 +272,19 @@ def apply_result(
     return Applied(state, result, tuple(events), view_changed=bool(result.edits))
 
 
-def _take_edits(core: SessionCore, state: TurnState, result: CompactResult, m: Measurement) -> int:
-    """Record ``result``'s edits, take its view, snapshot it; the view's estimated size."""
-    core.writer.append_edits(result.edits)
+def _take_edits(
+    core: SessionCore,
+    state: TurnState,
+    result: CompactResult,
+    m: Measurement,
+    pending: PendingBlobs | None,
+) -> int:
+    """Record ``result``'s edits (after the outputs they cite, in one transaction), take its
+    view, snapshot it; the view's estimated size."""
+    with core.writer.together():
+        if pending is not None:
+            pending.flush()
+        core.writer.append_edits(result.edits)
     core.replace_view(result.view)
     # Two estimates of the new size, and the larger wins: the old size minus what was freed
     # (on the provider's scale, from its last report), and the new view estimated whole. The
