@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
@@ -41,6 +42,7 @@ __all__ = [
     "MessagesToItems",
     "RawItems",
     "items_from_messages",
+    "json_copy",
     "messages_from_items",
     "plain_item",
 ]
@@ -185,22 +187,52 @@ class ItemsToMessages:
     The SDK hands its whole input again before every model call, as new dicts; the messages
     of the last conversion whose own items (kept in their meta) are equal to the items at the
     same place are taken again, and the items after them are converted. Comparing is cheap
-    (equal strings, mostly the same objects); the conversion copies every item."""
+    (equal strings, mostly the same objects); the conversion copies every item.
+
+    One converter may serve several sources of the same history (the session's item log and
+    the SDK's input): the messages it gives are then the same objects for both, which
+    :class:`~contextfold.hosts.sync.HistorySync` recognises without digesting them again.
+    Thread-safe."""
 
     def __init__(self) -> None:
         self._messages: list[Message] = []
+        self._items: list[Item] = []
+        """The items the messages were made from (their copies), in order."""
         self._call_names: dict[str, str] = {}
+        self._lock = threading.Lock()
 
     def convert(self, items: Iterable[object]) -> list[Message]:
         """:func:`messages_from_items` of ``items``."""
         plain = [plain_item(item) for item in items]
-        kept, start = _unchanged(self._messages, plain)
-        if kept < len(self._messages):  # not a continuation: the names of what remains only
-            held = self._messages[:kept]
-            self._call_names = {c.call_id: c.name for m in held for c in m.tool_calls}
-        messages = self._messages[:kept] + _messages_from_items(plain[start:], self._call_names)
-        self._messages = messages
-        return messages
+        with self._lock:
+            held = len(self._items)
+            if plain[:held] == self._items:  # the history goes on: one compare, in C
+                kept, start = _open_reply(self._messages, plain, held)
+            else:
+                kept, start = _unchanged(self._messages, plain)
+            if kept < len(self._messages):  # not a continuation: the names of what remains
+                remains = self._messages[:kept]
+                self._call_names = {c.call_id: c.name for m in remains for c in m.tool_calls}
+            new = _messages_from_items(plain[start:], self._call_names)
+            self._messages = self._messages[:kept] + new
+            self._items = self._items[:start] + [i for m in new for i in _raw_items(m)]
+            return self._messages
+
+
+def _raw_items(message: Message) -> list[Item]:
+    raw = message.meta.provider.get(RAW_ITEMS_KEY)
+    return raw if isinstance(raw, list) else []
+
+
+def _open_reply(messages: Sequence[Message], items: Sequence[Item], held: int) -> tuple[int, int]:
+    """For ``items`` that begin with all of ``messages``' items (``held`` of them): how many of
+    the messages stay as they are, and where the rest begins. All, unless the last one is a
+    reply that the next item goes on (then it is one message with what follows)."""
+    last = messages[-1] if messages else None
+    goes_on = held < len(items) and _is_assistant_side(items[held])
+    if last is not None and last.role == "assistant" and goes_on:
+        return len(messages) - 1, held - len(_raw_items(last))
+    return len(messages), held
 
 
 def _unchanged(messages: Sequence[Message], items: Sequence[Item]) -> tuple[int, int]:
@@ -236,18 +268,18 @@ class MessagesToItems:
                     queues = _queues(raw_items_by_digest(history))
                 found = _message_items(message, queues)
                 self._items.keep((message,), found)
-            out.extend(_copied(item) for item in found)
+            out.extend(json_copy(item) for item in found)
         self._items.rotate()
         return out
 
 
-def _copied(value: Any) -> Any:
+def json_copy(value: Any) -> Any:
     """A copy of a JSON value's dicts and lists (what a receiver could change in place); its
     strings and numbers are shared, unchangeable anyway. Far cheaper than ``deepcopy``."""
     if isinstance(value, dict):
-        return {k: _copied(v) for k, v in value.items()}
+        return {k: json_copy(v) if isinstance(v, dict | list) else v for k, v in value.items()}
     if isinstance(value, list):
-        return [_copied(v) for v in value]
+        return [json_copy(v) if isinstance(v, dict | list) else v for v in value]
     return value
 
 

@@ -8,10 +8,9 @@ is the log replayed: lossless, in whatever store the engine uses, and nothing st
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-from contextfold.integrations._openai_agents_items import Item
+from contextfold.integrations._openai_agents_items import Item, json_copy
 from contextfold.store import BrowsableSessionStore, SessionStore
 
 __all__ = ["ItemLog"]
@@ -48,8 +47,8 @@ class ItemLog:
 
     def add(self, items: list[Item]) -> None:
         if items:
-            self._store.append_event(self._session_id, ADD, {"items": copy.deepcopy(items)})
-            self.items.extend(copy.deepcopy(items))
+            self._store.append_event(self._session_id, ADD, {"items": json_copy(items)})
+            self.items.extend(json_copy(items))
 
     def pop(self) -> Item | None:
         if not self.items:

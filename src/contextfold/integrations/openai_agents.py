@@ -106,7 +106,7 @@ class ContextfoldInputFilter:
         self.sync = sync
         self.last_request: PreparedRequest | None = None
         # Each converts only what is new since the last call (see their docstrings).
-        self._history = ItemsToMessages()
+        self.conversion = ItemsToMessages()
         self._view = MessagesToItems()
         self._lock = threading.Lock()
 
@@ -119,7 +119,7 @@ class ContextfoldInputFilter:
             return self._filter(model_data, tools)
 
     def _filter(self, model_data: ModelInputData, tools: Iterable[Tool]) -> ModelInputData:
-        messages = self._history.convert(model_data.input)
+        messages = self.conversion.convert(model_data.input)
         # HistorySync keeps system messages out of the transcript: developer/system items in
         # the history join the instructions, which every call resends.
         system_texts = [model_data.instructions or ""]
@@ -161,7 +161,9 @@ class ContextfoldSession:
         self.sync = HistorySync(engine, view, title=title)
         self.filter = ContextfoldInputFilter(self.sync)
         self._lock = asyncio.Lock()
-        self._logged = ItemsToMessages()  # the log's items, each converted once
+        # The log's items, each converted once, by the filter's converter: the log and the
+        # SDK's input are the same history, and so become the same message objects.
+        self._logged = self.filter.conversion
 
     # -- the SDK's Session protocol --------------------------------------------------------------
 
