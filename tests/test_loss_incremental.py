@@ -18,7 +18,7 @@ import pytest
 from contextfold.messages import Message
 from contextfold.replay import DEFAULT_PRESETS, replay
 from contextfold.retention import loss as loss_module
-from contextfold.retention.ledger import Ledger, LedgerItem
+from contextfold.retention.ledger import Ledger, LedgerItem, stored_refs
 from contextfold.retention.loss import (
     LossItem,
     LossReport,
@@ -95,7 +95,8 @@ def plain_report(
 @contextmanager
 def checked_reports(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[LossReport]]:
     """Check every report a session's tracker makes against a new tracker's and the plain
-    one, and the ledger items it finds out of view against a plain lookup; the reports made."""
+    one, and the ledger items it finds out of view and the refs it finds stored against plain
+    lookups; the reports made."""
     made: list[LossReport] = []
     kept = LossTracker.report
 
@@ -118,7 +119,15 @@ def checked_reports(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[LossReport
         assert got == [i for i in items if not view.shows(_ledger_needles(i))]
         return got
 
+    kept_stored = LossTracker.stored_refs
+
+    def stored(self: LossTracker, view: Sequence[Message]) -> frozenset[str]:
+        got = kept_stored(self, view)
+        assert got == stored_refs(view)
+        return got
+
     with monkeypatch.context() as patch:
+        patch.setattr(loss_module.LossTracker, "stored_refs", stored)
         patch.setattr(loss_module.LossTracker, "report", report)
         patch.setattr(loss_module.LossTracker, "left_the_view", left_the_view)
         yield made

@@ -29,7 +29,7 @@ from contextfold.engine.learned_window import SessionWindow
 from contextfold.engine.request import PreparedRequest
 from contextfold.events import LossReported, Trigger
 from contextfold.messages import Message
-from contextfold.retention.ledger import Ledger, ledger_items, stored_refs, token_budget
+from contextfold.retention.ledger import Ledger, ledger_items, token_budget
 from contextfold.retention.loss import LossTracker
 from contextfold.retention.pins import PinSet
 from contextfold.retention.probes import Probe, probe_of
@@ -174,7 +174,7 @@ class TurnState:
         stored output (what it holds is recoverable, not lost).
         """
         previous = self.ledger
-        readable = stored_refs(result.view) | previous.refs
+        readable = self.losses.stored_refs(result.view) | previous.refs
         items = ledger_items(
             result.before_view,
             readable_refs=readable,

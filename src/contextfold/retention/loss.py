@@ -37,7 +37,7 @@ from typing import Any, Literal, TypeAlias
 from contextfold.events import LossReported
 from contextfold.messages import Message, SummaryPart
 from contextfold.retention._fact_index import FactIndex
-from contextfold.retention.ledger import Ledger, LedgerItem, output_ref
+from contextfold.retention.ledger import Ledger, LedgerItem, output_ref, stored_refs
 from contextfold.retention.probes import (
     Probe,
     ProbeKind,
@@ -259,6 +259,9 @@ class _MessageText:
     summary: bool
     texts: tuple[str, ...]
     refs: frozenset[str]
+    stored: frozenset[str]
+    """The refs of the outputs the message stands for (see
+    :func:`~contextfold.retention.ledger.stored_refs`)."""
 
     @classmethod
     def of(cls, message: Message) -> _MessageText:
@@ -269,7 +272,7 @@ class _MessageText:
             if normalized:
                 texts.append(normalized)
             refs.update(named)
-        return cls(is_summary(message), tuple(texts), frozenset(refs))
+        return cls(is_summary(message), tuple(texts), frozenset(refs), stored_refs([message]))
 
 
 class LossTracker:
@@ -347,6 +350,14 @@ class LossTracker:
                 lost_sources.update(probe.sources)
         messages = _messages_out(before, after, now_refs, lost_sources)
         return LossReport(tuple(items), tuple(messages), tuple(facts))
+
+    def stored_refs(self, view: Sequence[Message]) -> frozenset[str]:
+        """:func:`~contextfold.retention.ledger.stored_refs` of ``view``, each message's read
+        once."""
+        refs: set[str] = set()
+        for _, read in self._read_messages(view).values():
+            refs |= read.stored
+        return frozenset(refs)
 
     def left_the_view(
         self, items: Iterable[LedgerItem], after: Sequence[Message]
