@@ -13,7 +13,14 @@ from typing import Any
 import httpx
 import pytest
 
-from contextfold.hosts.prefixes import FIRST_LOOKUP, MemoryPrefixIndex, Prefix, ResentHistory
+from contextfold.hosts.prefixes import (
+    FIRST_LOOKUP,
+    MemoryPrefixIndex,
+    Prefix,
+    RecentHeads,
+    ResentHistory,
+    chain_heads,
+)
 from contextfold.proxy import ProxyConfig, create_app
 from contextfold.store import open_store
 from tests.proxy.servers import serve
@@ -160,3 +167,24 @@ def test_a_steady_history_looks_up_a_few_heads() -> None:
     history = ResentHistory(index, "t", _digests([*stored, "reply", "result"]))
     assert history.longest() == Prefix(len(stored), "s", 1)
     assert index.asked == [FIRST_LOOKUP]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_recent_heads_are_the_chain_of_each_history(seed: int) -> None:
+    """Histories that grow, get rewritten, shrink or belong to another conversation: the heads
+    are always those of the whole chain, however much came from the last history."""
+    rng = random.Random(seed)
+    recent = RecentHeads(size=2)
+    histories = {tenant: [f"{tenant} first"] for tenant in ("a", "b", "c")}
+    for _ in range(40):
+        tenant = rng.choice("abc")
+        history = histories[tenant]
+        roll = rng.random()
+        if roll < 0.6:
+            history += [f"m{rng.randrange(1_000)}" for _ in range(rng.randrange(1, 4))]
+        elif roll < 0.8 and len(history) > 1:
+            del history[rng.randrange(1, len(history)) :]
+        elif len(history) > 1:
+            history[rng.randrange(1, len(history))] = "rewritten"
+        digests = _digests(history)
+        assert recent.chain(tenant, digests) == chain_heads(digests)

@@ -15,12 +15,21 @@ history each turn; two conversations that begin alike part where they diverge).
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextfold.store import PrefixIndex
 
-__all__ = ["MemoryPrefixIndex", "Prefix", "ResentHistory", "chain_heads", "extend_head"]
+__all__ = [
+    "MemoryPrefixIndex",
+    "Prefix",
+    "RecentHeads",
+    "ResentHistory",
+    "chain_heads",
+    "extend_head",
+]
 
 
 def chain_heads(digests: Sequence[bytes], known: Sequence[str] = ()) -> list[str]:
@@ -36,6 +45,42 @@ def chain_heads(digests: Sequence[bytes], known: Sequence[str] = ()) -> list[str
 def extend_head(head: str, digest: bytes) -> str:
     """The head one message further on than ``head`` (``""``: the empty conversation)."""
     return hashlib.sha256(bytes.fromhex(head) + digest).hexdigest()
+
+
+class RecentHeads:
+    """The heads of the histories hosts sent last, one per conversation (a tenant and the
+    digest of its first message; at most ``size`` of them): a host's next call resends the
+    same history and more, and the heads of what it resends are not computed again.
+    Thread-safe."""
+
+    def __init__(self, size: int = 1_024) -> None:
+        self.size = size
+        self._last: OrderedDict[tuple[str, bytes], tuple[list[bytes], list[str]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def chain(self, tenant: str, digests: Sequence[bytes]) -> list[str]:
+        """``chain_heads(digests)``, from the heads of the conversation's last history as far
+        as ``digests`` begins with it; remembered as the conversation's last."""
+        if not digests:
+            return []
+        key = (tenant, digests[0])
+        with self._lock:
+            last = self._last.get(key)
+        known: Sequence[str] = ()
+        if last is not None:
+            old_digests, old_heads = last
+            shared = min(len(digests), len(old_digests))
+            if list(digests[:shared]) != old_digests[:shared]:  # rewritten: up to the change
+                pairs = zip(digests, old_digests, strict=False)
+                shared = next(i for i, (new, old) in enumerate(pairs) if new != old)
+            known = old_heads[:shared]
+        heads = chain_heads(digests, known)
+        with self._lock:
+            self._last[key] = (list(digests), heads)
+            self._last.move_to_end(key)
+            while len(self._last) > self.size:
+                self._last.popitem(last=False)
+        return heads
 
 
 @dataclass(frozen=True, slots=True)

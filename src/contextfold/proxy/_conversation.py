@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from contextfold.engine import ContextEngine, PreparedRequest, Session
 from contextfold.errors import ConcurrentWriteError, ContextOverflowError, SessionNotFoundError
-from contextfold.hosts.prefixes import ResentHistory
+from contextfold.hosts.prefixes import RecentHeads, ResentHistory
 from contextfold.messages import Message, ToolResultPart
 from contextfold.proxy._breaker import Breaker, Tripped, step_key
 from contextfold.proxy._engines import ProxyStore
@@ -72,6 +72,7 @@ class Conversation:
         explicit_session: str | None = None,
         kept: KeptSessions | None = None,
         breaker: Breaker | None = None,
+        recent_heads: RecentHeads | None = None,
     ) -> None:
         self.engine = engine
         self.breaker = breaker
@@ -82,7 +83,8 @@ class Conversation:
         self.tenant = tenant
         self.client = client
         self.explicit_session = explicit_session
-        self.history = ResentHistory(store, tenant, client.digests)
+        heads = recent_heads.chain(tenant, client.digests) if recent_heads is not None else ()
+        self.history = ResentHistory(store, tenant, client.digests, known_heads=heads)
         self.heads = self.history.heads
         self.session: Session | None = None
         self.forked_from: str | None = None

@@ -39,6 +39,7 @@ from contextfold.chat import (
 )
 from contextfold.errors import ConfigError, ContextOverflowError, ProviderError
 from contextfold.hosts.digests import DigestCache
+from contextfold.hosts.prefixes import RecentHeads
 from contextfold.messages import Message, ThinkingPart, Usage
 from contextfold.model_registry import Provider
 from contextfold.proxy._conversation import ENGINE_TOOL_NAMES, Conversation
@@ -132,6 +133,8 @@ class ProxyState:
     salt: bytes
     digests: DigestCache = field(default_factory=DigestCache)
     """Digests of the messages clients sent, by their exact text (they resend them all)."""
+    heads: RecentHeads = field(default_factory=RecentHeads)
+    """The prefix heads of each conversation's last request (the next one resends them)."""
     bodies: BodyEncoder = field(default_factory=BodyEncoder)
     """Upstream bodies as JSON, the long texts they resend escaped once."""
     served: dict[str, bool] = field(default_factory=dict)
@@ -252,6 +255,7 @@ class Exchange:
             explicit_session=self.explicit_session,
             kept=made.kept,
             breaker=made.breaker,
+            recent_heads=self.state.heads,
         )
         response: Response | None = None
         try:
