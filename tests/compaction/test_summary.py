@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from contextfold.compaction import (
     SECTION_NAMES,
     ExtractiveSummarizer,
@@ -9,7 +12,7 @@ from contextfold.compaction import (
     SummaryCaps,
     SummaryItem,
 )
-from contextfold.compaction.summary import summary_message
+from contextfold.compaction.summary import SectionName, summary_message
 from contextfold.messages import Message, SummaryPart
 
 from .conftest import tool_round
@@ -163,3 +166,60 @@ def test_extractive_summary_cites_messages_and_refs() -> None:
     assert "Focus requested: the crash" in render
     assert [i.text for i in summary.items("Next Steps")] == ["Next I will run the full test suite."]
     assert any("because x is never set" in i.text for i in summary.items("Key Decisions"))
+
+
+# --------------------------------------------------------------------------------------------------
+# Capping sheds the same items as rendering the whole summary after each one shed
+# --------------------------------------------------------------------------------------------------
+
+
+def _capped_by_rendering(summary: StructuredSummary, caps: SummaryCaps) -> StructuredSummary:
+    """The cap as first written: the whole summary rendered again after each item shed."""
+    once = StructuredSummary(summary.sections, summary.omitted).capped(
+        SummaryCaps(caps.per_section, 10**9, caps.max_item_chars)
+    )
+    sections = {n: list(once.items(n)) for n in SECTION_NAMES}
+    omitted = dict(once.omitted)
+    result = StructuredSummary({k: tuple(v) for k, v in sections.items()}, dict(omitted))
+    while len(result.render()) > caps.max_chars:
+        candidates = [
+            n for n in SECTION_NAMES if len(sections[n]) > (1 if n == "Session Intent" else 0)
+        ]
+        if not candidates:
+            break
+        name = max(candidates, key=lambda n: sum(len(i.render()) for i in sections[n]))
+        kept = sections[name]
+        sections[name] = [kept[0], *kept[2:]] if name == "Session Intent" else kept[1:]
+        omitted[name] = omitted.get(name, 0) + 1
+        result = StructuredSummary({k: tuple(v) for k, v in sections.items()}, dict(omitted))
+    return result
+
+
+_items = st.lists(
+    st.builds(
+        SummaryItem,
+        st.text(st.characters(codec="utf-8"), max_size=120),
+        st.lists(st.sampled_from(["m1", "m22", "m333"]), max_size=2).map(tuple),
+        st.lists(st.sampled_from(["ref_0123456789ab"]), max_size=1).map(tuple),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(SECTION_NAMES), _items),
+    st.dictionaries(st.sampled_from(SECTION_NAMES), st.integers(0, 12)),
+    st.integers(200, 6_000),
+)
+def test_capping_sheds_what_rendering_after_each_item_would(
+    sections: dict[SectionName, list[SummaryItem]],
+    omitted: dict[SectionName, int],
+    max_chars: int,
+) -> None:
+    summary = StructuredSummary({k: tuple(v) for k, v in sections.items()}, omitted)
+    caps = SummaryCaps(max_chars=max_chars)
+    capped = summary.capped(caps)
+    expected = _capped_by_rendering(summary, caps)
+    assert capped == expected
+    assert capped.render() == expected.render()

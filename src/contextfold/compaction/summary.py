@@ -180,24 +180,9 @@ class StructuredSummary:
         """The markdown the model reads, marked as a summary, with how to recover details."""
         if covers is None and self._rendered is not None:
             return self._rendered
-        span = f" (messages {covers[0]} … {covers[1]})" if covers else ""
-        lines = [
-            f"[Summary of the earlier conversation{span}. It replaces those messages in your "
-            "context; it is background, not a new request.]",
-            "Details are recoverable: call read_result with a ref shown below (ref_…) to read a "
-            "removed tool output in full; [src: …] names the transcript messages an item came "
-            "from.",
-        ]
+        lines = _header_lines(covers)
         for name in SECTION_NAMES:
-            lines.append("")
-            lines.append(f"## {name}")
-            items = self.items(name)
-            skipped = self.omitted.get(name, 0)
-            if skipped:
-                lines.append(f"- … {skipped} earlier item{'s' if skipped != 1 else ''}")
-            lines.extend(f"- {item.render()}" for item in items)
-            if not items and not skipped:
-                lines.append(_EMPTY)
+            lines += _section_lines(name, self.items(name), self.omitted.get(name, 0))
         text = "\n".join(lines)
         if covers is None:
             object.__setattr__(self, "_rendered", text)
@@ -301,17 +286,29 @@ class StructuredSummary:
             frozen = {k: tuple(v) for k, v in sections.items()}
             return StructuredSummary(frozen, dict(omitted), self.fallback_reason)
 
-        result = build()
-        while len(result.render()) > caps.max_chars:
+        # The rendered length, kept section by section: shedding an item re-renders only its
+        # section (rendering the whole summary again for each item shed cost more than the
+        # rest of a summary). The same lines :meth:`render` joins, so the same length.
+        header = _header_lines(None)
+        header_length = sum(map(len, header)) + len(header)
+        room: dict[SectionName, int] = {}  # what each section's items take, as shed below
+        length: dict[SectionName, int] = {}  # its lines, each with its line break
+        for name in SECTION_NAMES:
+            room[name] = sum(len(i.render()) for i in sections[name])
+            lines = _section_lines(name, sections[name], omitted.get(name, 0))
+            length[name] = sum(map(len, lines)) + len(lines)
+        while header_length + sum(length.values()) - 1 > caps.max_chars:
             # Shed the oldest item of the section taking the most room (the task stays).
             candidates = [n for n in SECTION_NAMES if len(sections[n]) > _floor(n)]
             if not candidates:
                 break
-            name = max(candidates, key=lambda n: sum(len(i.render()) for i in sections[n]))
+            name = max(candidates, key=room.__getitem__)
             sections[name], dropped = _drop_oldest(name, sections[name], 1)
             omitted[name] = omitted.get(name, 0) + dropped
-            result = build()
-        return result
+            room[name] = sum(len(i.render()) for i in sections[name])
+            lines = _section_lines(name, sections[name], omitted.get(name, 0))
+            length[name] = sum(map(len, lines)) + len(lines)
+        return build()
 
     def mentions(self, text: str) -> bool:
         """True when ``text`` appears in the rendered summary (for retention checks)."""
@@ -349,6 +346,30 @@ def _merge(
             merged = replace(merged, text=item.text)
         out[key] = merged
     return tuple(out.values())
+
+
+def _header_lines(covers: tuple[str, str] | None) -> list[str]:
+    """The lines a rendered summary starts with."""
+    span = f" (messages {covers[0]} … {covers[1]})" if covers else ""
+    return [
+        f"[Summary of the earlier conversation{span}. It replaces those messages in your "
+        "context; it is background, not a new request.]",
+        "Details are recoverable: call read_result with a ref shown below (ref_…) to read a "
+        "removed tool output in full; [src: …] names the transcript messages an item came "
+        "from.",
+    ]
+
+
+def _section_lines(name: SectionName, items: Sequence[SummaryItem], skipped: int) -> list[str]:
+    """The lines one section renders as (after a blank line): its heading, how many earlier
+    items it left out, its items, or that it has none."""
+    lines = ["", f"## {name}"]
+    if skipped:
+        lines.append(f"- … {skipped} earlier item{'s' if skipped != 1 else ''}")
+    lines.extend(f"- {item.render()}" for item in items)
+    if not items and not skipped:
+        lines.append(_EMPTY)
+    return lines
 
 
 def _floor(section: SectionName) -> int:
