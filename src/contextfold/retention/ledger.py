@@ -293,7 +293,8 @@ def visible_refs(messages: Iterable[Message]) -> frozenset[str]:
 @lru_cache(maxsize=IDENTIFIER_CACHE_TEXTS)
 def _refs_in(text: str) -> tuple[str, ...]:
     """The refs named in one text (remembered: every compaction reads the view's texts again)."""
-    return tuple(REF_PATTERN.findall(text))
+    # The literal first (see :func:`~contextfold.retention.probes.read_text`).
+    return tuple(REF_PATTERN.findall(text)) if "ref_" in text else ()
 
 
 def stored_refs(messages: Iterable[Message]) -> frozenset[str]:
