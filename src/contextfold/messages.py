@@ -379,6 +379,15 @@ class Message:
     parts: tuple[Part, ...]
     id: str = field(default_factory=new_message_id)
     meta: Meta = field(default_factory=Meta)
+    _calls: tuple[ToolCallPart, ...] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    """:attr:`tool_calls`, once read: a message is a value, and the history's structure (its
+    units, its repairs, the open calls) reads every message's calls again turn after turn."""
+    _results: tuple[ToolResultPart, ...] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    """:attr:`tool_results`, once read."""
 
     def __post_init__(self) -> None:
         if self.role not in _ROLES:
@@ -427,12 +436,20 @@ class Message:
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
         """The tool calls in this message, in order."""
-        return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+        calls = self._calls
+        if calls is None:
+            calls = tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+            object.__setattr__(self, "_calls", calls)
+        return calls
 
     @property
     def tool_results(self) -> tuple[ToolResultPart, ...]:
         """The tool results in this message, in order."""
-        return tuple(p for p in self.parts if isinstance(p, ToolResultPart))
+        results = self._results
+        if results is None:
+            results = tuple(p for p in self.parts if isinstance(p, ToolResultPart))
+            object.__setattr__(self, "_results", results)
+        return results
 
     def parts_of(self, kind: type[_P]) -> Iterator[_P]:
         """Iterate the parts of one type."""
