@@ -32,6 +32,10 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False)
 """One encoder for every call: ``json.dumps`` with an option makes a new one each time."""
 
 
+_WALKED = frozenset({str, dict, list})
+"""The types :meth:`BodyEncoder._stand_in` looks into (or at)."""
+
+
 def _dumps(value: Any) -> bytes:
     return _ENCODER.encode(value).encode()
 
@@ -69,24 +73,25 @@ class BodyEncoder:
 
     def _stand_in(self, value: Any, long: list[bytes]) -> Any:
         """``value`` with a stand-in for each long string (whose encoding goes to ``long``).
-        Containers are copied; the leaves are looked at in place (no call per leaf)."""
-        if isinstance(value, str):
+        Dicts and lists are copied; their leaves are looked at in place (no call per leaf).
+        Types are matched exactly, for speed: anything else (a tuple, a subclass) is left for
+        ``json`` to write whole, which it writes the same."""
+        kind = type(value)
+        if kind is str:
             return self._leaf(value, long)
-        if isinstance(value, dict):
+        if kind is dict:
             copied: dict[Any, Any] = {}
             for key, item in value.items():
-                if isinstance(item, str):
+                kind = type(item)
+                if kind is str:
                     copied[key] = self._leaf(item, long) if len(item) >= LONG_CHARS else item
-                elif isinstance(item, list | tuple | dict):
+                elif kind is dict or kind is list:
                     copied[key] = self._stand_in(item, long)
                 else:
                     copied[key] = item
             return copied
-        if isinstance(value, list | tuple):
-            return [
-                self._stand_in(item, long) if isinstance(item, str | list | tuple | dict) else item
-                for item in value
-            ]
+        if kind is list:
+            return [self._stand_in(item, long) if type(item) in _WALKED else item for item in value]
         return value
 
     def _leaf(self, text: str, long: list[bytes]) -> str:
