@@ -409,7 +409,7 @@ class Compactor:
             ran.append(strategy.name)
             current = run_ctx.with_view(view).tokens()
         if enforce_progress and self.restore_files is not None and not ctx.hard:
-            restored = _with_files_restored(self.restore_files, run_ctx, edits, current)
+            restored = _with_files_restored(self.restore_files, run_ctx, edits, view, current)
             if restored is not None:
                 edits, view, current = restored
                 ran.append(self.restore_files.name)
@@ -447,10 +447,15 @@ class Compactor:
 
 
 def _with_files_restored(
-    restore: RestoreFiles, ctx: CompactionContext, edits: list[ContextEdit], current: int
+    restore: RestoreFiles,
+    ctx: CompactionContext,
+    edits: list[ContextEdit],
+    after: Sequence[Message],
+    current: int,
 ) -> tuple[list[ContextEdit], list[Message], int] | None:
     """The run's edits with the files worked on following its last summary, the view they give
-    and its size; ``None`` without a summary or when no file fits under the target.
+    and its size; ``None`` without a summary or when no file fits under the target. ``after``
+    is the view the run's edits gave ``ctx.view``, and ``current`` its size.
 
     The files join the summary's own edit, so the compaction stays one cache break."""
     last = next(
@@ -466,7 +471,6 @@ def _with_files_restored(
     summarized = edits[last]
     assert isinstance(summarized, SummarizeEdit)
     before = list(ctx.view)
-    after = functools.reduce(apply_edit, edits, before)
     note = restore.note(ctx, before, after, ctx.target_tokens - current)
     if note is None:
         return None

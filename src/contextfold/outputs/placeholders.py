@@ -226,7 +226,12 @@ def _unwrap(content: str) -> str:
 
 
 def _content_lines(content: str) -> list[str]:
-    return [line for line in _unwrap(content).splitlines() if not _WRAPPER_LINE.match(line)]
+    # A wrapper line holds a "<": the others need no match (an output has thousands of lines).
+    return [
+        line
+        for line in _unwrap(content).splitlines()
+        if "<" not in line or not _WRAPPER_LINE.match(line)
+    ]
 
 
 def _first_line(lines: list[str], strip_numbers: bool = False) -> str:
