@@ -177,8 +177,12 @@ class ContextfoldSession:
         """Append items; the engine's session gets what they add, as contextfold messages."""
         plain = [plain_item(item) for item in items]
         async with self._lock:
-            await asyncio.to_thread(self._log.add, plain)
-            await asyncio.to_thread(self._update)
+            await asyncio.to_thread(self._add, plain)
+
+    def _add(self, plain: list[Item]) -> None:
+        # One trip to a worker thread for both: each costs a thread handoff.
+        self._log.add(plain)
+        self._update()
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the last item (None when there is none)."""
