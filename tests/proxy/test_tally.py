@@ -1,0 +1,46 @@
+"""The proxy's count of what a client sent: each message, and the system prompt, read once;
+the total the counter gives the whole request (issue 28)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from contextfold.proxy import anthropic_side
+from contextfold.proxy._tally import TokenTally
+from contextfold.tokens.counters import TiktokenCounter
+
+_TOOL = {"name": "bash", "description": "Run a command.", "input_schema": {"type": "object"}}
+
+
+def _body(system: str, turns: int) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Fix the failing test."}]
+    for step in range(turns):
+        call = {"type": "tool_use", "id": f"t{step}", "name": "bash", "input": {"n": step}}
+        messages.append(
+            {"role": "assistant", "content": [{"type": "text", "text": "On it."}, call]}
+        )
+        result = {"type": "tool_result", "tool_use_id": f"t{step}", "content": f"out {step}"}
+        messages.append({"role": "user", "content": [result]})
+    body: dict[str, Any] = {"model": "m", "max_tokens": 100, "messages": messages}
+    if system:
+        body["system"] = system
+        body["tools"] = [_TOOL]
+    return body
+
+
+@pytest.mark.parametrize("system", ["", "You are a careful engineer. " * 400])
+def test_the_tally_is_the_counter_s_count_of_the_whole_request(system: str) -> None:
+    counter = TiktokenCounter()
+    tally = TokenTally()
+    for turns in (0, 1, 3, 3, 6):  # a growing history, one request resent as it was
+        client = anthropic_side.parse_request(_body(system, turns))
+        messages = [m for group in client.read() for m in group]
+        whole = counter.count_request(messages, system=client.system, tools=client.tools)
+        assert tally.count(counter, client) == whole
+    other = anthropic_side.parse_request(_body("Another system prompt.", 2))
+    messages = [m for group in other.read() for m in group]
+    assert tally.count(counter, other) == counter.count_request(
+        messages, system=other.system, tools=other.tools
+    )
