@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from contextfold.compaction import extract_facts
+from contextfold.history import facts
 from contextfold.history.shell import shell_effects
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
 
@@ -182,3 +184,46 @@ def test_decisions_next_steps_and_constraints() -> None:
     assert "The root cause is a stale key." in [f.text for f in facts.decisions]
     assert [f.text for f in facts.next_steps] == ["Next I need to update the docs."]
     assert json.dumps([f.sources for f in facts.next_steps]) == '[["a2"]]'
+
+
+def _history_with_failures() -> list[Message]:
+    view = [Message.user("Fix the failing test in app.py", id="u")]
+    outputs = [
+        ("pytest -q", "<returncode>1</returncode>\nE   AssertionError: 3 != 2\n1 failed"),
+        ("grep -n foo app.py", "<returncode>1</returncode>\n"),
+        ("cat app.py", "def f(x):\n    return x + 1\n"),
+        ("python run.py", "Traceback (most recent call last):\nValueError: bad input\n"),
+        ("pytest -q", "<returncode>0</returncode>\n3 passed"),
+    ]
+    for n, (command, output) in enumerate(outputs):
+        view += tool_round(n, command, output)
+    return view
+
+
+def test_actions_remembered_are_the_actions_computed_afresh() -> None:
+    view = _history_with_failures()
+    remembered = facts.tool_actions(view)
+    facts._cached_action.cache_clear()
+    facts._classified_call.cache_clear()
+    facts._outcomes.clear()
+    assert facts.tool_actions(view) == remembered
+    assert any(a.failed for a in remembered) and any(a.errors for a in remembered)
+
+
+def test_an_output_read_back_with_its_ref_gives_the_same_action_but_the_ref() -> None:
+    # A summary reads outputs back with their refs set: the same call, the same output.
+    view = _history_with_failures()
+    with_refs = [
+        m.with_parts(
+            [
+                ToolResultPart(p.call_id, p.name, p.content, ref=f"ref_{i:012d}")
+                if isinstance(p, ToolResultPart)
+                else p
+                for p in m.parts
+            ]
+        )
+        for i, m in enumerate(view)
+    ]
+    plain, read_back = facts.tool_actions(view), facts.tool_actions(with_refs)
+    assert [replace(a, ref=None) for a in read_back] == plain
+    assert all(a.ref is not None for a in read_back)

@@ -17,6 +17,8 @@ own file tools.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -209,22 +211,18 @@ def _action(
     *,
     command: str | None = None,
 ) -> ToolAction:
-    kind, summary, reads, writes, programs = _classify(call, command)
-    output = result.content if result is not None else ""
-    exit_code = _exit_code(output)
-    failed = bool(result is not None and result.is_error) or bool(
-        _SOFT_FAILURE.search(output[:500])
-    )
-    benign = exit_code == 1 and bool(programs) and programs[-1] in _BENIGN_EXIT_1
-    if exit_code not in (None, 0) and not benign:
-        failed = True
+    kind, summary, reads, writes, programs = _classified_call(call, command)
+    exit_code: int | None = None
+    failed = False
     errors: tuple[str, ...] = ()
-    if result is not None and (failed or kind in ("run", "other", "write")):
-        errors = tuple(error_lines(output, failed=failed, exit_code=exit_code))
+    if result is not None:
+        exit_code, failed, errors = _outcome(
+            result.content, result.is_error, kind, programs[-1] if programs else None
+        )
     return ToolAction(
         call_id=call.call_id,
         tool=call.name,
-        summary=_clip(summary, MAX_ACTION_CHARS),
+        summary=summary,
         kind=kind,
         reads=tuple(reads),
         writes=tuple(writes),
@@ -233,13 +231,57 @@ def _action(
         exit_code=exit_code,
         failed=failed,
         errors=errors,
-        output_chars=len(output),
+        output_chars=len(result.content) if result is not None else 0,
         ref=result.ref if result is not None else None,
     )
 
 
+@lru_cache(maxsize=ACTION_CACHE_SIZE)
+def _classified_call(call: ToolCallPart, command: str | None) -> Classified:
+    """:func:`_classify` with the summary clipped, once per call: the same call comes back
+    with other results (a summary reads outputs back with their refs, the loss report reads
+    the transcript's), and parsing its arguments again cost more than the rest of an action."""
+    kind, summary, reads, writes, programs = _classify(call, command)
+    return kind, _clip(summary, MAX_ACTION_CHARS), tuple(reads), tuple(writes), tuple(programs)
+
+
+_OUTCOMES_KEPT = ACTION_CACHE_SIZE
+_outcomes: OrderedDict[tuple[int, int, bool, ActionKind, str | None], _Outcome] = OrderedDict()
+"""How each output ended, keyed by its length and hash (never the text, which may be large and
+read back from the store for one pass): an output met again, whatever the result holding it,
+is not scanned again. Two outputs of one length with the same 64-bit hash would share an
+outcome."""
+_outcomes_lock = threading.Lock()
+
+
+def _outcome(output: str, is_error: bool, kind: ActionKind, last_program: str | None) -> _Outcome:
+    """Exit code, whether the call failed, and the error lines its output shows."""
+    key = (len(output), hash(output), is_error, kind, last_program)
+    with _outcomes_lock:
+        known = _outcomes.get(key)
+        if known is not None:
+            _outcomes.move_to_end(key)
+            return known
+    exit_code = _exit_code(output)
+    failed = is_error or bool(_SOFT_FAILURE.search(output[:500]))
+    benign = exit_code == 1 and last_program in _BENIGN_EXIT_1
+    if exit_code not in (None, 0) and not benign:
+        failed = True
+    errors: tuple[str, ...] = ()
+    if failed or kind in ("run", "other", "write"):
+        errors = tuple(error_lines(output, failed=failed, exit_code=exit_code))
+    found = (exit_code, failed, errors)
+    with _outcomes_lock:
+        _outcomes[key] = found
+        while len(_outcomes) > _OUTCOMES_KEPT:
+            _outcomes.popitem(last=False)
+    return found
+
+
 Classified: TypeAlias = tuple[ActionKind, str, Sequence[str], Sequence[str], Sequence[str]]
 """Kind, one-line summary, files read, files written, programs run."""
+_Outcome: TypeAlias = tuple[int | None, bool, tuple[str, ...]]
+"""Exit code, whether the call failed, the error lines of its output."""
 
 
 def _classify(call: ToolCallPart, command: str | None) -> Classified:
