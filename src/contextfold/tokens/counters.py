@@ -77,7 +77,13 @@ _TOOL_KEY_PREFIX = "\0tool:"
 DEFAULT_CACHE_SIZE = 16_384
 """Messages whose counts a counter remembers (least recently used are dropped first)."""
 
-HUGE_TEXTS_REMEMBERED = 64
+TEXTS_REMEMBERED = 256
+"""Long texts whose counts a :class:`TiktokenCounter` remembers by length and hash."""
+
+REMEMBERED_TEXT_CHARS = 1_024
+"""From this length on, a text's count is remembered: one text is often counted twice in a row
+(a tool output at intake, then inside its message), and hashing it costs a fraction of encoding
+it (CPython keeps a string's hash once computed)."""
 """Counts of texts longer than :data:`~contextfold.tokens.tokenizers.CHUNK_CHARS` a tiktoken counter
 remembers, so that a huge text counted as part of its message, then alone (as ``contextfold
 count`` does), is tokenized once."""
@@ -260,9 +266,9 @@ class TiktokenCounter(_CounterBase):
         super().__init__(template, cache_size)
         self.encoding = encoding
         self.scale = scale
-        # (length, hash) of a huge text -> its unscaled count; never the text itself, which
+        # (length, hash) of a long text -> its unscaled count; never the text itself, which
         # would stay alive here.
-        self._huge: OrderedDict[tuple[int, int], int] = OrderedDict()
+        self._remembered_texts: OrderedDict[tuple[int, int], int] = OrderedDict()
 
     @property
     def name(self) -> str:
@@ -273,19 +279,22 @@ class TiktokenCounter(_CounterBase):
         if not text:
             return 0
         encoder = encoding(self.encoding)
-        if len(text) <= CHUNK_CHARS:
+        if len(text) < REMEMBERED_TEXT_CHARS:
             return _scaled(len(encoder.encode_ordinary(text)), self.scale)
         key = (len(text), hash(text))
         with self._lock:
-            tokens = self._huge.get(key)
+            tokens = self._remembered_texts.get(key)
             if tokens is not None:
-                self._huge.move_to_end(key)
+                self._remembered_texts.move_to_end(key)
         if tokens is None:
-            tokens = sum(len(encoder.encode_ordinary(piece)) for piece in chunks(text))
+            if len(text) <= CHUNK_CHARS:
+                tokens = len(encoder.encode_ordinary(text))
+            else:
+                tokens = sum(len(encoder.encode_ordinary(piece)) for piece in chunks(text))
             with self._lock:
-                self._huge[key] = tokens
-                if len(self._huge) > HUGE_TEXTS_REMEMBERED:
-                    self._huge.popitem(last=False)
+                self._remembered_texts[key] = tokens
+                if len(self._remembered_texts) > TEXTS_REMEMBERED:
+                    self._remembered_texts.popitem(last=False)
         return _scaled(tokens, self.scale)
 
 
