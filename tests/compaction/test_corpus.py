@@ -7,6 +7,7 @@ run on a sample of sessions from every source, the retention check on every Deep
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -222,3 +223,15 @@ def test_retention_of_files_and_errors_at_thirty_percent(
         f"files modified and error lines = {rate:.1%}"
     )
     assert rate == 1.0, "\n".join(misses[:20])
+
+
+def test_facts_without_the_narrative_are_the_full_facts_less_it(
+    sample: list[tuple[str, list[Message]]],
+) -> None:
+    """What the loss report reads (``narrative=False``) is what the full extraction finds."""
+    for _, messages in sample:
+        for view in (messages, messages[len(messages) // 3 :]):
+            full = extract_facts(view)
+            assert extract_facts(view, narrative=False) == replace(
+                full, failed_approaches=(), decisions=(), next_steps=(), latest_progress=None
+            )

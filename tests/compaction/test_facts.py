@@ -227,3 +227,19 @@ def test_an_output_read_back_with_its_ref_gives_the_same_action_but_the_ref() ->
     plain, read_back = facts.tool_actions(view), facts.tool_actions(with_refs)
     assert [replace(a, ref=None) for a in read_back] == plain
     assert all(a.ref is not None for a in read_back)
+
+
+def test_without_the_narrative_only_the_narrative_is_left_out() -> None:
+    view = [
+        Message.user("Port the cache. Do not change the public API.", id="u"),
+        Message.assistant(
+            "The root cause is a stale key. I will use an LRU instead of a dict.", id="a1"
+        ),
+        Message.assistant("Tests pass. Next I need to update the docs.", id="a2"),
+    ]
+    full = extract_facts(view)
+    narrow = extract_facts(view, narrative=False)
+    assert full.decisions and full.next_steps and full.latest_progress
+    assert narrow == replace(
+        full, failed_approaches=(), decisions=(), next_steps=(), latest_progress=None
+    )

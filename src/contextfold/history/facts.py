@@ -20,7 +20,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Literal, TypeAlias
 
@@ -355,11 +355,14 @@ def _exit_code(output: str) -> int | None:
 # --------------------------------------------------------------------------------------------------
 
 
-def extract_facts(messages: Sequence[Message]) -> SessionFacts:
+def extract_facts(messages: Sequence[Message], *, narrative: bool = True) -> SessionFacts:
     """The facts of ``messages`` (any view or transcript slice), each citing its message ids.
 
     The task, requests and constraints come from user turns only (never a note of contextfold or
     of the agent harness), in the words the user typed (a slash command as its command line).
+    ``narrative=False`` leaves out what only a summary tells (failed approaches, decisions, next
+    steps, latest progress: those fields stay empty), for a caller that reads only the task,
+    requests, constraints, files and errors (the loss report, at every compaction).
     """
     users = [
         (m.id, typed_text(m.text))
@@ -385,6 +388,21 @@ def extract_facts(messages: Sequence[Message]) -> SessionFacts:
     for action in actions:
         for line in action.errors:
             errors[line] = _cite(errors.get(line), line, action.sources[-1], action.ref)
+    facts = SessionFacts(
+        task=task,
+        user_requests=requests,
+        constraints=constraints,
+        files_modified=tuple(modified.values()),
+        files_read=tuple(f for p, f in read.items() if p not in modified),
+        errors=tuple(errors.values()),
+        actions=tuple(actions),
+    )
+    return _with_narrative(facts, messages) if narrative else facts
+
+
+def _with_narrative(facts: SessionFacts, messages: Sequence[Message]) -> SessionFacts:
+    """``facts`` with what only a summary tells: failed approaches, decisions, next steps and
+    the latest progress."""
     assistant = [m for m in messages if m.role == "assistant" and m.text.strip()]
     decisions = _unique(
         Fact(s, (m.id,)) for m in assistant for s in _sentences(m.text) if _DECISION.search(s)
@@ -396,18 +414,12 @@ def extract_facts(messages: Sequence[Message]) -> SessionFacts:
         sentences = _sentences(latest.text)
         next_steps = _unique(Fact(s, (latest.id,)) for s in sentences if _NEXT.search(s))[:3]
         progress = Fact(sentences[0], (latest.id,)) if sentences else None
-    return SessionFacts(
-        task=task,
-        user_requests=requests,
-        constraints=constraints,
-        files_modified=tuple(modified.values()),
-        files_read=tuple(f for p, f in read.items() if p not in modified),
-        errors=tuple(errors.values()),
-        failed_approaches=_failed_approaches(actions),
+    return replace(
+        facts,
+        failed_approaches=_failed_approaches(facts.actions),
         decisions=decisions,
         next_steps=next_steps,
         latest_progress=progress,
-        actions=tuple(actions),
     )
 
 

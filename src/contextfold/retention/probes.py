@@ -106,7 +106,8 @@ def probes_for(messages: Sequence[Message]) -> list[Probe]:
     Summaries an earlier compaction left in ``messages`` (e.g. Claude Code's) are skipped: the
     facts are what happened, not what someone wrote about it.
     """
-    facts = extract_facts([m for m in messages if not is_summary(m)])
+    # Without the narrative (decisions, next steps, failed approaches): no probe reads it.
+    facts = extract_facts([m for m in messages if not is_summary(m)], narrative=False)
     probes = [
         Probe("files_modified", f.text, _path_needles(f.text), f.sources)
         for f in facts.files_modified
