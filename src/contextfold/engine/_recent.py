@@ -15,7 +15,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 
-from contextfold.history.turns import atomic_units, is_user_turn
+from contextfold.history.turns import atomic_units, is_user_turn, window_bounds
 from contextfold.messages import Message
 
 __all__ = ["GrowingView"]
@@ -63,17 +63,7 @@ class GrowingView:
         if not view:
             return 0
         units = self._units
-        last = len(units) - 1
-        # The last unit, with the system messages a host sent after it (as recent_window_start).
-        while last > 0 and all(view[i].role == "system" for i in units[last]):
-            last -= 1
-        starts = self._turns
-        if turns <= 0:
-            wanted = units[last].start
-        elif len(starts) >= turns:
-            wanted = starts[-turns]
-        else:
-            wanted = 0
+        last, wanted = window_bounds(view, units, self._turns, turns)
         # recent_window_start adds units from the end while they start at or after ``wanted``
         # and the tail stays under ``max_tokens``: both hold for every unit from some index on,
         # found by bisection.

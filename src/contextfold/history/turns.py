@@ -39,6 +39,7 @@ __all__ = [
     "task_index",
     "turn_starts",
     "unit_tokens",
+    "window_bounds",
 ]
 
 DEFAULT_RECENT_TURNS = 3
@@ -196,6 +197,24 @@ def unit_tokens(view: Sequence[Message], unit: range, counter: TokenCounter) -> 
     return sum(counter.count_message(view[j]) for j in unit)
 
 
+def window_bounds(
+    view: Sequence[Message], units: Sequence[range], starts: Sequence[int], turns: int
+) -> tuple[int, int]:
+    """The index of the last unit of ``view`` and the earliest message the recent window of
+    ``turns`` turns may start at (``units``: its atomic units, ``starts``: its turn starts).
+
+    The last unit takes the system messages a host sent after it (its reminders): they do not
+    make the newest results old. ``turns=0`` (the hard mode) reaches no further back than the
+    last unit.
+    """
+    last = len(units) - 1
+    while last > 0 and all(view[i].role == "system" for i in units[last]):
+        last -= 1
+    if turns <= 0:
+        return last, units[last].start
+    return last, starts[-turns] if len(starts) >= turns else 0
+
+
 def recent_window_start(
     view: Sequence[Message],
     counter: TokenCounter,
@@ -245,18 +264,7 @@ class FoundWindow:
         if not frozen:
             return cls(frozen, 0, turns, max_tokens)
         units = atomic_units(frozen)
-        # The last unit, with the system messages a host sent after it (its reminders): they
-        # do not make the newest results old.
-        last = len(units) - 1
-        while last > 0 and all(frozen[i].role == "system" for i in units[last]):
-            last -= 1
-        starts = turn_starts(frozen)
-        if turns <= 0:
-            wanted = units[last].start
-        elif len(starts) >= turns:
-            wanted = starts[-turns]
-        else:
-            wanted = 0
+        last, wanted = window_bounds(frozen, units, turn_starts(frozen), turns)
         start = units[last].start
         used = sum(unit_tokens(frozen, unit, counter) for unit in units[last:])
         for unit in reversed(units[:last]):
