@@ -6,6 +6,7 @@ run on a sample of sessions from every source, the retention check on every Deep
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -29,6 +30,7 @@ from contextfold.compaction import (
     extract_facts,
 )
 from contextfold.edits import apply_edits
+from contextfold.history.facts import tool_actions
 from contextfold.history.repair import repair, validate
 from contextfold.history.turns import last_user_index, task_index
 from contextfold.messages import Message
@@ -235,3 +237,23 @@ def test_facts_without_the_narrative_are_the_full_facts_less_it(
             assert extract_facts(view, narrative=False) == replace(
                 full, failed_approaches=(), decisions=(), next_steps=(), latest_progress=None
             )
+
+
+def test_actions_touching_some_messages_are_all_actions_filtered(
+    sample: list[tuple[str, list[Message]]],
+) -> None:
+    """``tool_actions(touching=...)`` (what a compaction's ledger reads) is every action whose
+    call or result is in one of those messages, on runs of messages and scattered ones."""
+    rng = random.Random(28)
+    for _, messages in sample:
+        every = tool_actions(messages)
+        ids = [m.id for m in messages]
+        start = rng.randrange(len(ids))
+        for touching in (
+            set(ids[start : start + 40]),
+            {i for i in ids if rng.random() < 0.1},
+            set(),
+        ):
+            expected = [a for a in every if any(s in touching for s in a.sources)]
+            assert tool_actions(messages, touching=touching) == expected
+    assert any(tool_actions(messages) for _, messages in sample)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Literal, TypeAlias
@@ -155,8 +155,15 @@ class SessionFacts:
 # --------------------------------------------------------------------------------------------------
 
 
-def tool_actions(messages: Sequence[Message]) -> list[ToolAction]:
-    """Every tool call in ``messages`` paired with its result, in call order."""
+def tool_actions(
+    messages: Sequence[Message], *, touching: Collection[str] | None = None
+) -> list[ToolAction]:
+    """Every tool call in ``messages`` paired with its result, in call order.
+
+    With ``touching`` (message ids), just the actions whose call or result is in one of those
+    messages (one of their :attr:`ToolAction.sources`), the same as filtering every action: the
+    others are not read at all (a compaction's ledger wants those of the few messages it took).
+    """
     results: dict[str, tuple[Message, ToolResultPart]] = {}
     for message in messages:
         for result in message.tool_results:
@@ -167,14 +174,23 @@ def tool_actions(messages: Sequence[Message]) -> list[ToolAction]:
             continue
         for call in message.tool_calls:
             found = results.get(call.call_id)
+            if not _touches(touching, message, found[0] if found else None):
+                continue
             actions.append(
                 _cached_action(
                     call, message.id, found[0].id if found else None, found[1] if found else None
                 )
             )
-        if not message.tool_calls:
+        answer = messages[i + 1] if i + 1 < len(messages) else None
+        if not message.tool_calls and _touches(touching, message, answer):
             actions.extend(_text_command_action(messages, i))
     return actions
+
+
+def _touches(touching: Collection[str] | None, call: Message, result: Message | None) -> bool:
+    """Whether an action called in ``call`` and answered in ``result`` is one ``touching`` asks
+    for (``None``: every action)."""
+    return touching is None or call.id in touching or (result is not None and result.id in touching)
 
 
 def _text_command_action(messages: Sequence[Message], i: int) -> list[ToolAction]:

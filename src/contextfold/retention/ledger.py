@@ -338,9 +338,7 @@ def ledger_items(
         return ref if ref in readable_refs or ref == result.ref else None
 
     items: list[LedgerItem] = []
-    for action in tool_actions(messages):
-        if only is not None and not any(source in only for source in action.sources):
-            continue
+    for action in tool_actions(messages, touching=only):
         ref = ref_of(action.call_id)
         for path in (*action.reads, *action.writes):
             items.append(LedgerItem("file", _clip(path), ref))
