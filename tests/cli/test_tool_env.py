@@ -65,12 +65,15 @@ def test_config_show_lists_the_setting_with_its_help(monkeypatch: pytest.MonkeyP
 
 
 def run_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
-    """Run ``contextfold run`` whose model calls ``shell env``: what the model read, and the
-    raw bytes of the session store (every file of it) as text."""
+    """Run ``contextfold run`` whose model calls ``shell env`` (the lines of ``PATH`` and the
+    planted names only: a machine's whole environment can be long enough to be offloaded, and
+    the lines asked about cut from the preview): what the model read, and the raw bytes of the
+    session store (every file of it) as text."""
     project = tmp_path / "project"
     project.mkdir()
     monkeypatch.chdir(project)
-    call = ToolCallPart.from_args("c_env", "shell", {"command": "env"})
+    names = "|".join(["PATH", *PLANTED])
+    call = ToolCallPart.from_args("c_env", "shell", {"command": f"env | grep -E '^({names})='"})
     model = ScriptedModel([Message.assistant("Looking.", [call]), "Done."])
     monkeypatch.setattr(agent_setup, "model_from_name", lambda *a, **k: model)
     store = tmp_path / "store" / "sessions.db"
