@@ -834,3 +834,53 @@ def test_a_deferred_client_tool_the_model_called_stays_from_then_on() -> None:
         "WebFetch"
         not in deferral.select(tools, counter=COUNTER, effective_window=window).deferred_names
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# Remembered encodings: each turn's selection equals a fresh deferral's
+# --------------------------------------------------------------------------------------------------
+
+
+def _fresh_selection(tools: Sequence[ToolSpec], window: int) -> ToolSelection:
+    return ToolDeferral().select(tools, counter=COUNTER, effective_window=window)
+
+
+@pytest.mark.parametrize("window", [100, 128_000, 2_000_000])
+def test_a_selection_made_again_equals_a_fresh_ones(window: int) -> None:
+    tools = [*BUILTINS, *mcp_catalog()]
+    deferral = ToolDeferral()
+    for _ in range(3):  # the second and third selections answer from what the first encoded
+        selection = deferral.select(tools, counter=COUNTER, effective_window=window)
+        assert selection == _fresh_selection(tools, window)
+        assert selection.description_tokens == COUNTER.count_tools(selection.active)
+
+
+def test_parameters_changed_in_place_are_encoded_again() -> None:
+    """A ToolSpec is frozen but its parameters dict is not: a change made in place between two
+    turns is seen (the remembered encodings compare the parameters with a copy)."""
+    schema: dict[str, object] = {"type": "object", "properties": {"x": {"type": "string"}}}
+    tool = ToolSpec("grow", "A tool whose schema grows in place.", schema, "builtin")
+    tools = [*BUILTINS, tool]
+    deferral = ToolDeferral()
+    before = deferral.select(tools, counter=COUNTER, effective_window=2_000_000)
+    properties = schema["properties"]
+    assert isinstance(properties, dict)
+    properties["y"] = {"type": "string", "description": "a much longer description " * 20}
+    after = deferral.select(tools, counter=COUNTER, effective_window=2_000_000)
+    assert after.description_tokens > before.description_tokens
+    assert after == _fresh_selection(tools, 2_000_000)
+    assert after.description_tokens == COUNTER.count_tools(tools)
+    del properties["y"]
+    assert deferral.select(tools, counter=COUNTER, effective_window=2_000_000) == before
+
+
+def test_a_small_window_selection_sees_a_schema_grown_in_place() -> None:
+    catalog = mcp_catalog()
+    tools = [*BUILTINS, *catalog]
+    deferral = ToolDeferral()
+    deferral.select(tools, counter=COUNTER, effective_window=128_000)
+    grown = catalog[0].parameters["properties"]
+    grown["extra"] = {"type": "string", "description": "padding " * 400}
+    selection = deferral.select(tools, counter=COUNTER, effective_window=128_000)
+    assert selection == _fresh_selection(tools, 128_000)
+    assert selection.description_tokens == COUNTER.count_tools(selection.active)

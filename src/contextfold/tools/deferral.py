@@ -55,8 +55,10 @@ its text, silently.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import is_
 from typing import Any
 
 from contextfold.events import ComponentDegraded, Event, ToolsDeferred
@@ -309,6 +311,9 @@ class ToolDeferral:
         sent (the rest wait behind ``tool_search``)."""
         self.last: ToolSelection | None = None
         """The latest selection (None before the first)."""
+        self._schemas = _Schemas()
+        self._total: tuple[TokenCounter, tuple[_Schema | None, ...], int] | None = None
+        """:meth:`_safe_total`'s latest count, by counter and the tools' remembered schemas."""
 
     # -- the turn --------------------------------------------------------------------------------
 
@@ -533,7 +538,7 @@ class ToolDeferral:
             self._preamble = 0 if one is None or two is None else max(0, 2 * one - two)
         costs = []
         for tool in tools:
-            key = (_name(tool), str(getattr(tool, "description", "")), _schema_of(tool))
+            key = (_name(tool), str(getattr(tool, "description", "")), self._schemas.of(tool))
             cost = self._costs.get(key)
             if cost is None:
                 cost = self._costs[key] = self._tool_tokens(tool, key, counter) - self._preamble
@@ -543,8 +548,23 @@ class ToolDeferral:
     def _safe_total(self, tools: Sequence[ToolSpec], counter: TokenCounter) -> int:
         """Tokens of ``tools`` as the counter counts them, or the sum of estimates when it fails
         (which never raises: the estimates fall back on the text's length)."""
+        # The same tools come every turn: their count is kept with the remembered encodings
+        # of their parameters, and holds while each tool still has those.
+        entries = tuple(map(self._schemas.entry, tools))
+        known = None not in entries
+        last = self._total
+        if (
+            known
+            and last is not None
+            and last[0] is counter
+            and len(last[1]) == len(entries)
+            and all(map(is_, last[1], entries))
+        ):
+            return last[2]
         total = self._counted(lambda: counter.count_tools(tools), odd_tools=_ODD_TOOL_ERRORS)
         if total is not None:
+            if known:
+                self._total = (counter, entries, total)
             return total
         return self._preamble + sum(self._marginal_costs(tools, counter)) if tools else 0
 
@@ -607,3 +627,62 @@ class ToolDeferral:
 
 def _schema_of(tool: ToolSpec) -> str:
     return compact_schema(getattr(tool, "parameters", None))
+
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+_Schema = tuple[ToolSpec, Any, str]
+"""A tool, a copy of its parameters, and their encoding."""
+
+
+class _Schemas:
+    """Each tool's parameters as compact JSON (:func:`_schema_of`), remembered per tool object.
+
+    A :class:`ToolSpec` is frozen, but its ``parameters`` are a mapping its caller could still
+    change in place; so each encoding is kept with a deep copy of the parameters it was made
+    from, and used again only while the tool's parameters still equal that copy (a comparison
+    at C speed, far cheaper than encoding again). Only plain JSON values are remembered: the
+    encoding of anything else goes through ``str``, which equality does not pin down.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[int, _Schema] = {}
+        self._used: dict[int, _Schema] = {}
+
+    def of(self, tool: ToolSpec) -> str:
+        """:func:`_schema_of` ``tool``."""
+        hit = self.entry(tool)
+        if hit is not None:
+            return hit[2]
+        schema = _schema_of(tool)
+        parameters = getattr(tool, "parameters", None)
+        if type(tool) is ToolSpec and _plain_json(parameters):
+            if len(self._used) >= _SCHEMAS_REMEMBERED:
+                self._known, self._used = self._used, {}
+            self._used[id(tool)] = (tool, copy.deepcopy(parameters), schema)
+        return schema
+
+    def entry(self, tool: ToolSpec) -> _Schema | None:
+        """What is remembered of ``tool`` while its parameters are unchanged: the same object
+        until they change, so that a count made from it holds while the tool has it."""
+        key = id(tool)
+        hit = self._used.get(key) or self._known.get(key)
+        if hit is None or hit[0] is not tool or tool.parameters != hit[1]:
+            return None
+        self._used[key] = hit
+        return hit
+
+
+_SCHEMAS_REMEMBERED = 1_024
+"""Tool objects whose encodings :class:`_Schemas` holds before it keeps only the latest half
+(an agent sends the same few tools every turn; a host that builds new objects each call must
+not grow it without bound)."""
+
+
+def _plain_json(value: object) -> bool:
+    """Whether ``value`` is made of JSON's own types only (dicts with string keys, lists)."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain_json(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_plain_json(v) for v in value)
+    return type(value) in _JSON_SCALARS
