@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextfold.messages import Message
 from contextfold.replay import DEFAULT_PRESETS, replay
+from contextfold.retention import _fact_index as fact_index
 from contextfold.retention import loss as loss_module
 from contextfold.retention.ledger import Ledger, LedgerItem, stored_refs
 from contextfold.retention.loss import (
@@ -222,3 +225,46 @@ def test_every_report_of_a_synthetic_replay_is_the_full_recomputation(
         (tmp_path / name).write_text(json.dumps(session))
         transcripts.append(load_transcript(tmp_path / name))
     assert _replayed(transcripts, monkeypatch, 6_000) > 0
+
+
+@pytest.mark.parametrize("searched_anchors", [0, 1_000])
+def test_reports_are_the_same_whether_texts_are_split_or_searched(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, searched_anchors: int
+) -> None:
+    # Every anchor looked up as a whole token by a search, or every text split into its tokens.
+    monkeypatch.setattr(fact_index, "SEARCHED_ANCHORS", searched_anchors)
+    (tmp_path / "facts.json").write_text(json.dumps(_synthetic_session(120)))
+    assert _replayed([load_transcript(tmp_path / "facts.json")], monkeypatch, 6_000) > 0
+
+
+_WORDS = st.sampled_from(
+    ["src", "pkg", "mod1.py", "setup.py", "test_issue.py", "error:", "valueerror", "x", "é", "1"]
+)
+_TEXTS = st.lists(_WORDS, max_size=12).map(lambda w: normalize(" ".join(w).replace(" / ", "/")))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    needles=st.lists(st.lists(_TEXTS.filter(bool), min_size=1, max_size=2), max_size=24),
+    texts=st.lists(_TEXTS, max_size=8),
+    later=st.lists(_TEXTS, max_size=4),
+    searched_anchors=st.sampled_from([0, 4, 1_000]),
+)
+def test_the_fact_index_answers_what_a_plain_search_does(
+    needles: list[list[str]], texts: list[str], later: list[str], searched_anchors: int
+) -> None:
+    facts = [(f"fact{i}", tuple(n)) for i, n in enumerate(needles)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fact_index, "SEARCHED_ANCHORS", searched_anchors)
+        index = fact_index.FactIndex()
+        index.hold(texts)
+        index.add_facts(facts[: len(facts) // 2])
+        index.hold(later)
+        index.add_facts(facts)
+        for text in {*texts, *later}:
+            assert index.shown(text) == {k for k, ns in facts if any(n in text for n in ns)}
+        held = [t for t in {*texts, *later} if t]
+        found = index.finder(held)
+        for _, ns in facts:
+            for n in ns:
+                assert found(n) == any(n in t for t in held)

@@ -313,11 +313,14 @@ class LossTracker:
         was_read = [read for _, read in was_messages.values()]
         now_read = [read for _, read in now_messages.values()]
         was_refs, now_refs = _refs(was_read, previous_ledger), _refs(now_read, ledger)
-        outputs = self._read_outputs(was_refs | now_refs, read_ref)
+        # The outputs read before whose refs are still named stay (what is not named any more
+        # is let go); the others are read only if a fact is found in no better place.
+        refs = was_refs | now_refs
+        self._outputs = {r: t for r, t in self._outputs.items() if r in refs}
         listed_was, listed_now = normalize(previous_ledger.render()), normalize(ledger.render())
         texts = {
             *(t for m in (*was_read, *now_read) for t in m.texts),
-            *outputs.values(),
+            *self._outputs.values(),
             *(t for t in (pinned, listed_was, listed_now) if t),
         }
         self._index.keep_only(texts)
@@ -329,21 +332,25 @@ class LossTracker:
             was_read,
             pinned_facts,
             self._facts_in([listed_was]),
-            {ref: outputs[ref] for ref in was_refs if ref in outputs},
+            lambda: self._read_outputs(was_refs, read_ref),
         )
         now = _Places(
             self._index,
             now_read,
             pinned_facts,
             self._facts_in([listed_now]),
-            {ref: outputs[ref] for ref in now_refs if ref in outputs},
+            lambda: self._read_outputs(now_refs, read_ref),
         )
         items: list[LossItem] = []
         lost_sources: set[str] = set()
         for probe in facts:
             place = now.place(probe.key)
-            if place == "verbatim" or place == was.place(probe.key):
-                continue  # in the conversation, or where it was (a report said so then)
+            if place is None or place == "verbatim":
+                continue  # in the conversation
+            # Where it was matters only if it is the same place: the outputs before are read
+            # only for a fact that now is behind a ref or lost.
+            if place == was.place(probe.key, outputs=place in ("recoverable", "lost")):
+                continue  # where it was (a report said so then)
             ref = now.holding_ref(probe.key) if place == "recoverable" else None
             items.append(LossItem(probe.kind, probe.text, place, ref))
             if place == "lost":
@@ -395,7 +402,7 @@ class LossTracker:
         self, refs: Iterable[str], read_ref: Callable[[str], str | None] | None
     ) -> dict[str, str]:
         """The normalized stored output of each of ``refs`` that is stored (read once per
-        ref: a ref is its content's address)."""
+        ref: a ref is its content's address), held by the index."""
         if read_ref is None:
             return {}
         outputs: dict[str, str] = {}
@@ -404,9 +411,11 @@ class LossTracker:
             if text is None:
                 raw = read_ref(ref)
                 text = normalize(raw) if raw else ""
+                if text:
+                    self._outputs[ref] = text
             if text:
                 outputs[ref] = text
-        self._outputs = outputs
+        self._index.hold(outputs.values())
         return outputs
 
     def _facts_in(self, texts: Iterable[str]) -> set[str]:
@@ -427,7 +436,11 @@ def _refs(messages: Iterable[_MessageText], ledger: Ledger) -> frozenset[str]:
 
 
 class _Places:
-    """Where a view, the pins and a ledger hold a fact: one lookup, the best place first."""
+    """Where a view, the pins and a ledger hold a fact: one lookup, the best place first.
+
+    The stored outputs (``outputs``: read and held by the index when called) are read only
+    for a fact found in no better place: most facts are in the view, a summary or the ledger,
+    and the outputs new since the last report are the largest texts it would read."""
 
     def __init__(
         self,
@@ -435,7 +448,7 @@ class _Places:
         messages: Iterable[_MessageText],
         pinned: set[str],
         listed: set[str],
-        outputs: Mapping[str, str],
+        outputs: Callable[[], Mapping[str, str]],
     ) -> None:
         self.verbatim: set[str] = set()
         self.summary: set[str] = set()
@@ -445,10 +458,23 @@ class _Places:
                 into |= index.shown(text)
         self.pinned = pinned
         self.listed = listed
-        self.outputs = {ref: index.shown(outputs[ref]) for ref in sorted(outputs)}
-        self.recoverable: set[str] = set().union(*self.outputs.values())
+        self._index = index
+        self._read = outputs
+        self._outputs: dict[str, set[str]] | None = None
+        self._recoverable: set[str] = set()
 
-    def place(self, key: str) -> _Place:
+    @property
+    def outputs(self) -> dict[str, set[str]]:
+        """The facts each stored output shows, by ref in sorted order (read on first use)."""
+        if self._outputs is None:
+            read = self._read()
+            self._outputs = {ref: self._index.shown(read[ref]) for ref in sorted(read)}
+            self._recoverable = set().union(*self._outputs.values())
+        return self._outputs
+
+    def place(self, key: str, *, outputs: bool = True) -> _Place | None:
+        """The best place holding the fact (with ``outputs=False``, ``None`` when that is a
+        stored output or nowhere: the outputs are not read)."""
         if key in self.verbatim:
             return "verbatim"
         if key in self.summary:
@@ -457,7 +483,9 @@ class _Places:
             return "pinned"
         if key in self.listed:
             return "ledger"
-        return "recoverable" if key in self.recoverable else "lost"
+        if not outputs:
+            return None
+        return "recoverable" if self.outputs and key in self._recoverable else "lost"
 
     def holding_ref(self, key: str) -> str | None:
         """The first ref (in sorted order) whose stored output shows the fact."""
