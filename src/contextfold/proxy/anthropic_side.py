@@ -25,7 +25,11 @@ from contextfold.proxy._wire import (
     sse,
 )
 from contextfold.wire import anthropic_request as anthropic_wire
-from contextfold.wire.anthropic import from_anthropic_message, parse_anthropic_response
+from contextfold.wire.anthropic import (
+    WireBlocks,
+    from_anthropic_message,
+    parse_anthropic_response,
+)
 from contextfold.wire.anthropic_models import AnthropicRequestError, check_request, system_text
 from contextfold.wire.anthropic_request import DEFAULT_MAX_TOKENS
 from contextfold.wire.anthropic_stream import AnthropicStreamDecoder, AnthropicStreamEncoder
@@ -235,6 +239,11 @@ def _tool_choice(neutral: Any) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------------------------------
 
 
+_RENDERED = WireBlocks()
+"""Each message of the sessions' views rendered once: a request resends the whole view, and
+the body is only written to JSON, never changed below its blocks."""
+
+
 def upstream_body(
     client: ClientRequest,
     request: ChatRequest,
@@ -251,6 +260,7 @@ def upstream_body(
         model=model,
         inline_system=client.has_system_messages and client.protocol == "anthropic",
         default_max_tokens=DEFAULT_MAX_TOKENS,
+        remembered=_RENDERED,
     )
     if client.protocol != "anthropic":
         body = {k: v for k, v in encoded.items() if k != "extra_body"}

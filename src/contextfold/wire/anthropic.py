@@ -36,6 +36,7 @@ __all__ = [
     "CACHE_CONTROL",
     "RAW_ARGUMENTS_KEY",
     "AnthropicRequest",
+    "WireBlocks",
     "from_anthropic",
     "parse_anthropic_response",
     "to_anthropic",
@@ -70,6 +71,34 @@ class AnthropicRequest:
 # --------------------------------------------------------------------------------------------------
 
 
+class WireBlocks:
+    """The wire blocks of messages already rendered, remembered by message (the same object):
+    a caller that sends the same conversation again and again (the proxy sends a session's
+    whole view on every request) renders each message once, not once per request.
+
+    Each call gets its own block dicts (a cache breakpoint is set on them), but what they hold
+    is shared between calls: a tool call's ``input``, a result's content list. Only for a caller
+    that never changes those (the proxy writes the blocks to JSON as they are). At most ``size``
+    messages are remembered (then it starts over); safe to share between threads.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._by_id: dict[int, tuple[Message, tuple[dict[str, Any], ...]]] = {}
+
+    def blocks(self, message: Message) -> list[dict[str, Any]]:
+        """:func:`_blocks` of ``message``: new dicts, the same values."""
+        entry = self._by_id.get(id(message))
+        # The entry holds its message, so its id is not another message's while it is here.
+        if entry is not None and entry[0] is message:
+            return [dict(block) for block in entry[1]]
+        blocks = _blocks(message)
+        if len(self._by_id) >= self.size:
+            self._by_id.clear()
+        self._by_id[id(message)] = (message, tuple(dict(block) for block in blocks))
+        return blocks
+
+
 def to_anthropic(
     messages: Iterable[Message],
     *,
@@ -77,6 +106,7 @@ def to_anthropic(
     system_breakpoints: Iterable[int] = (),
     message_breakpoints: Iterable[int] = (),
     inline_system: bool = False,
+    remembered: WireBlocks | None = None,
 ) -> AnthropicRequest:
     """Render neutral messages as a messages-API request.
 
@@ -86,9 +116,11 @@ def to_anthropic(
     the system prompt would change the cached prefix each time one is added).
     ``system_breakpoints`` are indexes into the final system blocks and
     ``message_breakpoints`` indexes into ``messages`` (the neutral list, agent-visible ones only)
-    whose last wire block gets ``cache_control``.
+    whose last wire block gets ``cache_control``. ``remembered``: render each message's blocks
+    once, across calls (see :class:`WireBlocks`).
     """
     visible = [m for m in messages if m.meta.agent_visible]
+    blocks_of = _blocks if remembered is None else remembered.blocks
     system_texts = [system] if isinstance(system, str) else list(system or ())
     if not inline_system:
         system_texts += [m.text for m in visible if m.role == "system"]
@@ -113,7 +145,7 @@ def to_anthropic(
             if index in marked:
                 _mark_last_cacheable_block(request.messages[-1])
             continue
-        blocks = [] if message.role == "system" else _blocks(message)
+        blocks = [] if message.role == "system" else blocks_of(message)
         if blocks:
             role = "assistant" if message.role == "assistant" else "user"
             previous = request.messages[-1] if request.messages else None

@@ -32,7 +32,7 @@ from typing import Any
 
 from contextfold.chat import ChatRequest
 from contextfold.messages import Message
-from contextfold.wire.anthropic import to_anthropic, tools_to_anthropic
+from contextfold.wire.anthropic import WireBlocks, to_anthropic, tools_to_anthropic
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -56,6 +56,7 @@ def encode_request(
     stream: bool = False,
     default_max_tokens: int = DEFAULT_MAX_TOKENS,
     inline_system: bool = False,
+    remembered: WireBlocks | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for ``client.messages.create`` that send ``request``.
 
@@ -63,7 +64,9 @@ def encode_request(
     inspect or measure. Empty blocks are left out and the cache breakpoints capped at
     :data:`MAX_CACHE_BREAKPOINTS` (see the module docstring). ``default_max_tokens`` is the
     reply budget when the request gives none; ``inline_system`` keeps system messages of the
-    conversation in place (see :func:`~contextfold.wire.anthropic.to_anthropic`).
+    conversation in place (see :func:`~contextfold.wire.anthropic.to_anthropic`), and
+    ``remembered`` renders each message once across calls (its blocks' values then shared:
+    :class:`~contextfold.wire.anthropic.WireBlocks`).
     ``temperature`` and ``extra`` travel as the SDK's
     ``extra_body`` (fields of the same body); ``prompt_cache_key`` is OpenAI's and is not sent.
     """
@@ -73,6 +76,7 @@ def encode_request(
         system_breakpoints=[i for i, b in enumerate(request.system) if b.cache],
         message_breakpoints=_visible_breakpoints(request.messages, request.message_breakpoints),
         inline_system=inline_system,
+        remembered=remembered,
     )
     tools = tools_to_anthropic(request.tools, cache_last=request.cache_tools)
     limit_cache_breakpoints(tools, wire.system, wire.messages)
