@@ -63,8 +63,15 @@ class CompactionContext:
     views one compaction's strategies see differ by an edit or two, which mostly leave the
     window where it was (see :meth:`window_start`). Only a cache: it changes no answer."""
 
+    known_tokens: int | None = field(default=None, init=False, compare=False, repr=False)
+    """What :meth:`tokens` answers when the context was made knowing it (:meth:`with_view`'s
+    ``tokens``); not an argument, and not carried over by ``replace``, so it always belongs to
+    this view."""
+
     def tokens(self) -> int:
         """Tokens the view costs now."""
+        if self.known_tokens is not None:
+            return self.known_tokens
         return self.counter.count_messages(self.view)
 
     def excess(self) -> int:
@@ -75,9 +82,13 @@ class CompactionContext:
         """The most the conversation can take in a request (see ``room_tokens``)."""
         return self.window_tokens if self.room_tokens is None else self.room_tokens
 
-    def with_view(self, view: Sequence[Message]) -> CompactionContext:
-        """The same context over another view."""
-        return replace(self, view=view)
+    def with_view(self, view: Sequence[Message], tokens: int | None = None) -> CompactionContext:
+        """The same context over another view; ``tokens``, when the caller knows what ``view``
+        costs (:meth:`tokens`), spares each strategy asking for it a pass over the view."""
+        moved = replace(self, view=view)
+        if tokens is not None:
+            object.__setattr__(moved, "known_tokens", tokens)
+        return moved
 
     def window_start(self) -> int:
         """Index where the protected recent window begins (only the last unit in hard mode).

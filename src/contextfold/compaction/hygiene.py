@@ -84,6 +84,8 @@ FILE_RESTORE_FLAG = "file_restore"
 _CONTENT_KEYS = ("content", "file_text", "contents", "text")
 """Arguments that hold a whole file's new content in a write (Write, write_file, create)."""
 _WHOLE_FILE_READERS = frozenset({"cat", "nl"})
+_WHOLE_FILE_STARTS = frozenset({"c", "n", "'", '"', "\\"})
+"""What the text of a command reading a whole file can start with (:func:`_reads_whole_file`)."""
 _LINE_PRINTERS = frozenset(
     {
         "cd",
@@ -208,6 +210,11 @@ def _shows_only_the_file(command: str) -> bool:
 
 def _reads_whole_file(command: str) -> bool:
     """True for ``cat <file>`` and ``nl <file>`` (``-n`` allowed), nothing else."""
+    # shlex's first word starts where the text does after blanks; unless it starts with a
+    # quote or an escape, it is cat or nl only if the text starts with c or n. Most reads are
+    # parts (sed -n, head), and parsing each new command was most of a compaction's hygiene.
+    if command.lstrip()[:1] not in _WHOLE_FILE_STARTS:
+        return False
     try:
         words = shlex.split(command)
     except ValueError:

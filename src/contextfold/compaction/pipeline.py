@@ -398,16 +398,17 @@ class Compactor:
             if enforce_progress and current <= ctx.target_tokens:
                 break
             kept = 0
-            for edit in strategy.plan(run_ctx.with_view(view)):
+            for edit in strategy.plan(run_ctx.with_view(view, current)):
                 after = apply_edit(view, edit)
-                if freed_by(ctx.counter, view, after) > 0:  # never an edit that frees nothing
-                    view = after
+                freed = freed_by(ctx.counter, view, after)
+                if freed > 0:  # never an edit that frees nothing
+                    # What the view costs now, without counting it again: the edit changed
+                    # only the messages freed_by counted (messages are immutable).
+                    view, current = after, current - freed
                     edits.append(edit)
                     kept += 1
-            if not kept:
-                continue
-            ran.append(strategy.name)
-            current = run_ctx.with_view(view).tokens()
+            if kept:
+                ran.append(strategy.name)
         if enforce_progress and self.restore_files is not None and not ctx.hard:
             restored = _with_files_restored(self.restore_files, run_ctx, edits, view, current)
             if restored is not None:

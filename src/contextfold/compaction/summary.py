@@ -20,6 +20,7 @@ grow without bound; capped sections say how many earlier items were left out.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -228,7 +229,10 @@ class StructuredSummary:
     def from_part(cls, part: SummaryPart) -> StructuredSummary:
         """Rebuild from a ``SummaryPart`` (its sections, else its markdown text)."""
         if part.sections:
-            return cls.from_sections(part.sections)
+            try:
+                return _parsed_sections(tuple(part.sections.items()))
+            except TypeError:  # sections not held as tuples: nothing to remember them by
+                return cls.from_sections(part.sections)
         return cls.from_markdown(part.text)
 
     @classmethod
@@ -313,6 +317,15 @@ class StructuredSummary:
     def mentions(self, text: str) -> bool:
         """True when ``text`` appears in the rendered summary (for retention checks)."""
         return text in self.render()
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_sections(sections: tuple[tuple[str, tuple[str, ...]], ...]) -> StructuredSummary:
+    """:meth:`StructuredSummary.from_sections`, remembered for the last few summaries: each
+    compaction parses the summary it wrote (for its result) and, at the next one, the same
+    summary again as the previous one to extend. A summary is a value nobody changes, so one
+    parse can be handed to both."""
+    return StructuredSummary.from_sections(dict(sections))
 
 
 def present_sections(text: str) -> list[SectionName]:

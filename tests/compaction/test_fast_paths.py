@@ -1,0 +1,153 @@
+"""Compaction's shortcuts give what the full computation gives.
+
+Each shortcut (a pre-check before parsing, a count carried instead of recounted, a parse
+remembered) is compared with the computation it replaces, on the shared transcripts when they
+are present and on generated data.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextfold.compaction import CompactionContext, Compactor, StructuredSummary, hygiene
+from contextfold.history.repair import repair
+from contextfold.messages import Message, SummaryPart
+from contextfold.outputs.intake import InMemoryBlobStore
+from contextfold.tokens.counters import HeuristicCounter
+from contextfold.transcripts import load_transcripts
+from tests.compaction.conftest import CharCounter, agent_log, chat, make_ctx
+from tests.conftest import shared_path
+
+SESSION = "fast"
+
+
+def _reads_whole_file_by_parsing(command: str) -> bool:
+    """What :func:`hygiene._reads_whole_file` answered before its pre-check: always parsed."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    operands = [w for w in words[1:] if w != "-n"]
+    return bool(words) and words[0] in ("cat", "nl") and len(operands) == 1
+
+
+def _load(paths: Sequence[Path]) -> list[list[Message]]:
+    out = []
+    for path in paths:
+        for transcript in load_transcripts(path):
+            messages, _ = repair(transcript.messages)
+            out.append(messages)
+    return out
+
+
+@pytest.fixture(scope="module")
+def sessions() -> list[list[Message]]:
+    """A few real sessions of each kind: native calls, text actions, Claude Code."""
+    deepseek = sorted(shared_path("trajectories", "mini-swe-agent-deepseek").glob("*.json"))
+    gemini = sorted(shared_path("trajectories", "mini-swe-agent-gemini3pro").glob("*.json"))
+    claude = sorted(shared_path("trajectories", "claude-code").glob("*.jsonl"))
+    return _load(deepseek[::25] + gemini[:2] + claude[:2])
+
+
+def _commands(view: Sequence[Message]) -> list[str]:
+    out = []
+    for message in view:
+        for call in message.tool_calls:
+            command = hygiene._command(call)
+            if command is not None:
+                out.append(command)
+    return out
+
+
+WORDS = st.sampled_from(
+    ["cat", "nl", "-n", "c'at'", '"cat"', "\\cat", "'nl'", "a.py", "x y", "|", ";", "'", '"']
+)
+BLANKS = st.sampled_from(["", " ", "\t", "\n", "\x0b", "\x0c", "\xa0", "\u2003", "\r"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(WORDS, BLANKS, st.text(max_size=6)), max_size=6))
+def test_the_whole_file_pre_check_answers_as_parsing_does(pieces: list[str]) -> None:
+    command = "".join(pieces)
+    assert hygiene._reads_whole_file(command) == _reads_whole_file_by_parsing(command)
+
+
+def test_the_whole_file_pre_check_answers_as_parsing_does_on_real_commands(
+    sessions: list[list[Message]],
+) -> None:
+    commands = [c for view in sessions for c in _commands(view)]
+    assert len(commands) > 100
+    for command in commands:
+        assert hygiene._reads_whole_file(command) == _reads_whole_file_by_parsing(command), command
+
+
+def _real_ctx(view: Sequence[Message], *, hard: bool = False) -> CompactionContext:
+    counter = HeuristicCounter()
+    total = counter.count_messages(view)
+    window = max(4_000, int(total * 0.8))
+    return CompactionContext(
+        view=view,
+        counter=counter,
+        target_tokens=window // 2,
+        window_tokens=window,
+        blobs=InMemoryBlobStore(),
+        session_id=SESSION,
+        hard=hard,
+    )
+
+
+@pytest.mark.parametrize("preset", ["mask-first", "summarize", "window"])
+@pytest.mark.parametrize("hard", [False, True], ids=["soft", "hard"])
+def test_the_size_a_compaction_carries_is_the_count_of_its_view(
+    sessions: list[list[Message]], preset: str, hard: bool
+) -> None:
+    """The run subtracts what each edit freed instead of counting the view again: the size it
+    ends with is what counting its view gives."""
+    for view in sessions:
+        ctx = _real_ctx(view, hard=hard)
+        result = Compactor.preset(preset).compact(ctx)
+        assert result.before_tokens == ctx.counter.count_messages(view)
+        assert result.after_tokens == ctx.counter.count_messages(result.view)
+        mask = Compactor.preset(preset).mask(ctx)
+        assert mask.after_tokens == ctx.counter.count_messages(mask.view)
+
+
+@pytest.mark.parametrize(
+    "view", [agent_log(40), chat(12)], ids=["agent_log", "chat"], scope="module"
+)
+def test_the_size_a_context_knows_is_the_count_of_its_view(view: list[Message]) -> None:
+    ctx = make_ctx(view, target=1_000, window=4_000)
+    counted = CharCounter().count_messages(view)
+    assert ctx.tokens() == counted
+    assert ctx.with_view(view, counted).tokens() == counted
+    # Another view, or any other change made with replace, forgets the size it knew.
+    shorter = view[:-2]
+    assert ctx.with_view(view, counted).with_view(shorter).tokens() == CharCounter().count_messages(
+        shorter
+    )
+    result = Compactor.preset("mask-first").compact(ctx)
+    assert result.after_tokens == CharCounter().count_messages(result.view)
+
+
+def test_a_remembered_summary_parse_is_a_fresh_parse(sessions: list[list[Message]]) -> None:
+    """Summaries written on real sessions, parsed again (remembered) and parsed anew, agree;
+    so do a summary's parts written with the same sections but held in other objects."""
+    parts: list[SummaryPart] = []
+    for view in sessions:
+        result = Compactor.preset("summarize").compact(_real_ctx(view))
+        parts += [p for m in result.view for p in m.parts_of(SummaryPart)]
+    assert parts
+    for part in parts:
+        fresh = StructuredSummary.from_sections(part.sections)
+        assert StructuredSummary.from_part(part) == fresh
+        copy = SummaryPart(part.text, json.loads(json.dumps(part.sections)), part.covers)
+        assert StructuredSummary.from_part(copy) == fresh  # lists, not tuples: parsed anew
+        again = SummaryPart(part.text, {k: tuple(v) for k, v in part.sections.items()})
+        assert StructuredSummary.from_part(again) == fresh
