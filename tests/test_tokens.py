@@ -183,6 +183,30 @@ def test_heuristic_beats_chars_over_four_on_random_and_cjk(o200k: TiktokenCounte
         )
 
 
+def test_a_long_text_the_heuristic_counted_again_is_not_estimated_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The heuristic counter remembers long texts the same way (a tool output counted at
+    intake, inside its message, then by a mask plan): each count equals a fresh estimate, and
+    texts past the memory's size, or huge ones it samples, are estimated again correctly."""
+    import contextfold.tokens.counters as counters
+
+    calls: list[int] = []
+    real = counters.heuristic_tokens
+    monkeypatch.setattr(counters, "heuristic_tokens", lambda t: calls.append(len(t)) or real(t))
+    counter = HeuristicCounter(scale=1.1)
+    text = "".join(f"line {i}: value_{i * 7} ok\n" for i in range(200))
+    first = counter.count_text(text)
+    assert counter.count_text("".join(list(text))) == first  # equal, another string object
+    assert calls == [len(text)]
+    texts = [text.replace("ok", f"k{i}") for i in range(counters.TEXTS_REMEMBERED + 20)]
+    texts += [(CODE + PROSE) * 300, "short text"]
+    for _ in range(2):
+        for t in texts:
+            fresh = HeuristicCounter(scale=1.1, cache_size=0)
+            assert counter.count_text(t) == fresh.count_text(t)
+
+
 def test_heuristic_samples_huge_texts_within_reason(o200k: TiktokenCounter) -> None:
     text = (CODE + PROSE) * 300  # well above the sampling threshold
     assert relative_error(HeuristicCounter().count_text(text), o200k.count_text(text)) < 0.15

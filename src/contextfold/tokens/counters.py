@@ -78,7 +78,7 @@ DEFAULT_CACHE_SIZE = 16_384
 """Messages whose counts a counter remembers (least recently used are dropped first)."""
 
 TEXTS_REMEMBERED = 256
-"""Long texts whose counts a :class:`TiktokenCounter` remembers by length and hash."""
+"""Long texts whose counts a counter remembers by length and hash."""
 
 REMEMBERED_TEXT_CHARS = 1_024
 """From this length on, a text's count is remembered: one text is often counted twice in a row
@@ -102,6 +102,9 @@ class _CounterBase:
         self._cache: OrderedDict[tuple[str, int], int] = OrderedDict()
         self._cache_size = max(0, cache_size)
         self._lock = threading.Lock()
+        # (length, hash) of a long text -> its count before scaling; never the text itself,
+        # which would stay alive here.
+        self._remembered_texts: OrderedDict[tuple[int, int], float] = OrderedDict()
 
     @property
     def name(self) -> str:
@@ -127,6 +130,22 @@ class _CounterBase:
                 self._cache[key] = tokens
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
+        return tokens
+
+    def _remembered_text(self, text: str, count: Callable[[str], float]) -> float:
+        """``count(text)`` (unscaled), remembered for the last :data:`TEXTS_REMEMBERED` long
+        texts."""
+        key = (len(text), hash(text))
+        with self._lock:
+            tokens = self._remembered_texts.get(key)
+            if tokens is not None:
+                self._remembered_texts.move_to_end(key)
+                return tokens
+        tokens = count(text)
+        with self._lock:
+            self._remembered_texts[key] = tokens
+            if len(self._remembered_texts) > TEXTS_REMEMBERED:
+                self._remembered_texts.popitem(last=False)
         return tokens
 
     def count_messages(self, messages: Iterable[Message]) -> int:
@@ -227,14 +246,21 @@ class HeuristicCounter(_CounterBase):
         """Estimated tokens of ``text`` (0 for the empty string)."""
         if not text:
             return 0
-        if len(text) <= SAMPLE_ABOVE:
-            estimate = heuristic_tokens(text)
+        if len(text) >= REMEMBERED_TEXT_CHARS:
+            estimate = self._remembered_text(text, _heuristic_estimate)
         else:
-            stride = len(text) // SAMPLE_WINDOWS
-            windows = [text[i * stride : i * stride + SAMPLE_WINDOW] for i in range(SAMPLE_WINDOWS)]
-            sampled = sum(heuristic_tokens(w) for w in windows)
-            estimate = sampled * len(text) / sum(len(w) for w in windows)
+            estimate = _heuristic_estimate(text)
         return max(1, math.ceil(estimate * self.scale))
+
+
+def _heuristic_estimate(text: str) -> float:
+    """:class:`HeuristicCounter`'s unscaled estimate of ``text``."""
+    if len(text) <= SAMPLE_ABOVE:
+        return heuristic_tokens(text)
+    stride = len(text) // SAMPLE_WINDOWS
+    windows = [text[i * stride : i * stride + SAMPLE_WINDOW] for i in range(SAMPLE_WINDOWS)]
+    sampled = sum(heuristic_tokens(w) for w in windows)
+    return sampled * len(text) / sum(len(w) for w in windows)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -266,9 +292,6 @@ class TiktokenCounter(_CounterBase):
         super().__init__(template, cache_size)
         self.encoding = encoding
         self.scale = scale
-        # (length, hash) of a long text -> its unscaled count; never the text itself, which
-        # would stay alive here.
-        self._remembered_texts: OrderedDict[tuple[int, int], int] = OrderedDict()
 
     @property
     def name(self) -> str:
@@ -281,21 +304,13 @@ class TiktokenCounter(_CounterBase):
         encoder = encoding(self.encoding)
         if len(text) < REMEMBERED_TEXT_CHARS:
             return _scaled(len(encoder.encode_ordinary(text)), self.scale)
-        key = (len(text), hash(text))
-        with self._lock:
-            tokens = self._remembered_texts.get(key)
-            if tokens is not None:
-                self._remembered_texts.move_to_end(key)
-        if tokens is None:
-            if len(text) <= CHUNK_CHARS:
-                tokens = len(encoder.encode_ordinary(text))
-            else:
-                tokens = sum(len(encoder.encode_ordinary(piece)) for piece in chunks(text))
-            with self._lock:
-                self._remembered_texts[key] = tokens
-                if len(self._remembered_texts) > TEXTS_REMEMBERED:
-                    self._remembered_texts.popitem(last=False)
-        return _scaled(tokens, self.scale)
+        return _scaled(int(self._remembered_text(text, self._encoded_length)), self.scale)
+
+    def _encoded_length(self, text: str) -> int:
+        encoder = encoding(self.encoding)
+        if len(text) <= CHUNK_CHARS:
+            return len(encoder.encode_ordinary(text))
+        return sum(len(encoder.encode_ordinary(piece)) for piece in chunks(text))
 
 
 # --------------------------------------------------------------------------------------------------
