@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from benchmarks.ordinary_texts import ORDINARY_COUNT, ordinary_texts
 from benchmarks.secret_corpus import FORMATS, SecretSample, leaks, secret_samples
+from contextfold.redaction import redactor
 from contextfold.redaction.redactor import might_hold_secret, redact_json, redact_text
 
 PER_FORMAT = 4
@@ -151,3 +152,42 @@ def test_redaction_is_idempotent_on_secrets_mixed_with_noise(parts: list[str]) -
     text = "".join(parts)
     once = redact_text(text)
     assert redact_text(once) == once
+
+
+_FILLER = "ordinary build output line, nothing to see here\n" * 30  # past CACHED_TEXT_CHARS
+
+
+def test_long_texts_remembered_redact_as_the_full_scan_does() -> None:
+    # Long texts are redacted once and remembered by content: a second redaction of the same
+    # text (the same object, or an equal one built again) gives what the full scan gives, and a
+    # secret never comes back out of the memory.
+    for sample in SAMPLES:
+        text = _FILLER + sample.text + "\n" + _FILLER
+        assert len(text) > redactor.CACHED_TEXT_CHARS
+        full = redactor._redact(text)
+        assert redact_text(text) == full
+        assert redact_text(text) == full
+        again = "".join([_FILLER, sample.text, "\n", _FILLER])
+        assert again is not text
+        assert redact_text(again) == full
+        assert _leaked(sample, redact_text(again)) == []
+
+
+def test_remembered_long_texts_stay_within_their_budget() -> None:
+    texts = redactor._LongTexts(max_chars=40_000)
+    samples = [_FILLER + s.text for s in SAMPLES[:40]]
+    for _ in range(2):
+        for text in samples:
+            assert texts.redact(text) == redactor._redact(text)
+            assert texts._chars == sum(len(t) for t in texts._texts) <= 40_000
+    assert texts.redact("x" * 6_000) == "x" * 6_000  # over an eighth of the budget: not kept
+    assert "x" * 6_000 not in texts._texts
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=4), st.integers(0, 3))
+def test_remembered_long_texts_equal_the_full_scan(parts: list[str], repeat: int) -> None:
+    text = _FILLER * (1 + repeat) + "".join(parts)
+    full = redactor._redact(text)
+    assert redact_text(text) == full
+    assert redact_text("".join([_FILLER * (1 + repeat), *parts])) == full

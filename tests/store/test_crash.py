@@ -4,7 +4,8 @@ A child process plays an agent: it resumes the session, then appends turns (one 
 three messages each) and saves its engine state once after each, as the engine does: a few small
 parts that change every turn, and a large part (a ledger with a secret in it) that changes every
 few turns, which the store re-redacts only when it changed. It masks old results, offloads
-outputs, summarizes and snapshots, and reports each commit on a pipe *after* it returns. The
+outputs, and compacts as the engine does (the output it stashed, its edits and the snapshot in one
+transaction), and reports each commit on a pipe *after* it returns. The
 parent kills it at a random moment, then checks that the store opens, passes SQLite's integrity
 check and the store's own invariants, holds every reported turn whole and byte-exact, keeps an
 engine state saved whole (every part of the same turn, the secret redacted), and resumes to the
@@ -22,8 +23,9 @@ from typing import Any
 
 import pytest
 
-from contextfold.edits import MaskEdit, ReplacedResult, SummarizeEdit
+from contextfold.edits import ContextEdit, MaskEdit, ReplacedResult, SummarizeEdit, apply_edits
 from contextfold.messages import Message, SummaryPart
+from contextfold.outputs.blobs import blob_info
 from contextfold.redaction.redactor import redact_json
 from contextfold.store import open_store
 from contextfold.store.view_rebuild import replay
@@ -79,13 +81,25 @@ def _agent(url: str, options: dict[str, Any], sid: str, report: Callable[[str], 
             store.put_blob(sid, _output(turn) or f"blob {turn}", tool_name="shell")
         if turn % 6 == 0:
             live = store.load_view(sid)
+            edits: list[ContextEdit] = []
             if len(live.view) > 24:
+                # As the engine writes a compaction: the output it stashed, its edits and the
+                # snapshot of the view they give, in one transaction.
                 summary = Message("user", (SummaryPart(f"up to {turn}"),), id=f"s{turn}")
-                store.append_edit(sid, SummarizeEdit(live.view[0].id, live.view[-9].id, summary))
-                live = store.load_view(sid)
-            store.save_snapshot(
-                sid, live.view, len(live.view), last_seq=live.last_seq, last_edit=live.last_edit
-            )
+                edits = [
+                    MaskEdit((ReplacedResult(f"t{turn}", f"call_{turn}", "[c]"),)),
+                    SummarizeEdit(live.view[0].id, live.view[-9].id, summary),
+                ]
+            view = apply_edits(live.view, edits)
+            with store.atomic():
+                if edits:
+                    store.put_blob(sid, f"compaction {turn}", tool_name="shell")
+                last_edit = store.append_edits(
+                    sid, edits, expected_seq=live.last_seq, expected_edit=live.last_edit
+                )
+                store.save_snapshot(
+                    sid, view, len(view), last_seq=live.last_seq, last_edit=last_edit
+                )
             report(f"snapshot {live.last_seq}")
 
 
@@ -94,7 +108,7 @@ def test_a_killed_writer_never_loses_a_committed_turn(target: StoreTarget) -> No
         sid = setup.create_session(session_id="crash").id
     target.opened.clear()
     rng = random.Random(20260521)
-    checked = committed = snapshot_seq = state_turn = 0
+    checked = committed = snapshot_seq = state_turn = compactions = 0
 
     for kill in range(KILLS):
         child = fork(lambda report: _agent(target.url, target.options, sid, report))
@@ -137,8 +151,18 @@ def test_a_killed_writer_never_loses_a_committed_turn(target: StoreTarget) -> No
                 assert SECRET not in json.dumps(state)
                 assert state["last_seq"] <= last, f"kill {kill}: state ahead"
             assert store.load_view(sid).view == full, f"kill {kill}: resume differs from replay"
+            # A compaction's output, edits and snapshot were one transaction: all or none.
+            summaries = [r for r in store.iter_edits(sid) if isinstance(r.edit, SummarizeEdit)]
+            for record in summaries:
+                assert isinstance(record.edit, SummarizeEdit)
+                turn = int(record.edit.summary.id[1:])
+                assert store.get_blob(sid, blob_info(f"compaction {turn}").ref)
+            if summaries:
+                assert snapshot is not None and snapshot.last_edit >= summaries[-1].number
+            compactions = len(summaries)
 
     assert committed >= 3 * KILLS
+    assert compactions > 0  # the kills landed amid compactions too
 
 
 @pytest.mark.parametrize("phase", ["after_open", "mid_migration"])

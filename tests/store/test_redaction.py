@@ -120,6 +120,76 @@ def test_redacting_json_keeps_its_shape(value: object) -> None:
         assert redacted == value
 
 
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text()
+    | st.sampled_from([*SECRETS.values(), f"TOKEN={SECRETS['github']}", "x" * 1_200 + PEM]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.text() | st.sampled_from(["api_key", "DB_PASSWORD", "note"]), inner, max_size=3
+        )
+    ),
+    max_leaves=10,
+)
+
+
+def _redacted_copy(value: object, key_kind: str | None = None) -> object:
+    """The walk as it was before it kept unchanged values: a copy of everything."""
+    from contextfold.redaction.redactor import marker
+    from contextfold.redaction.rules import name_kind, value_is_secret
+
+    if isinstance(value, str):
+        if key_kind is not None and value_is_secret(value, key_kind, quoted=True, env_style=False):
+            return marker(key_kind)
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {
+            (redact_text(k) if isinstance(k, str) else k): _redacted_copy(
+                v, name_kind(k) if isinstance(k, str) else None
+            )
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_redacted_copy(v) for v in value]
+    return value
+
+
+@given(_JSON_VALUES)
+def test_redacting_json_keeps_what_holds_no_secret_and_copies_the_rest_as_before(
+    value: object,
+) -> None:
+    redacted = redact_json(value)
+    assert json.dumps(redacted) == json.dumps(_redacted_copy(value))
+    if redacted is value:  # kept as it was only when redaction changes nothing in it
+        assert json.dumps(_redacted_copy(value)) == json.dumps(value)
+
+
+@given(
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(["ledger", "facts", "turn", "api_key", "ñote"]),
+            _JSON_VALUES,
+            max_size=5,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_a_state_encoded_part_by_part_is_the_whole_state_encoded(
+    states: list[dict[str, object]],
+) -> None:
+    from contextfold.store._codec import EncodedStates, encode_json
+
+    encoded = EncodedStates(redact=True)
+    for state in states:  # one save after another: unchanged parts come from the memory
+        text = encoded.encode("s1", state)
+        assert json.loads(text) == json.loads(encode_json(state, redact=True))
+        assert text == encode_json(state, redact=True) or "\\ud" in text
+
+
 # -- in the stores (both backends) -----------------------------------------------------------------
 
 

@@ -190,6 +190,33 @@ def test_edits_are_numbered_and_placed_after_the_last_message(store: SessionStor
     assert [r.number for r in store.iter_edits(sid, after=1)] == [2, 3]
 
 
+def test_a_compactions_edits_are_written_together_as_each_alone_would_be(
+    target: StoreTarget,
+) -> None:
+    together, alone = target.open(), target.open()
+    summary = Message("user", (SummaryPart("earlier: ran echo twice"),), id="s1")
+    edits = [
+        MaskEdit((ReplacedResult("t1", "call_1", "[output masked]"),)),
+        SummarizeEdit("u1", "t2", summary),
+        ArchiveEdit(("s1",)),
+    ]
+    one, other = together.create_session().id, alone.create_session().id
+    for store, sid in ((together, one), (alone, other)):
+        store.append_messages(sid, [*tool_turn(1), *tool_turn(2)])
+    assert together.append_edits(one, [], expected_seq=6, expected_edit=0) == 0
+    assert together.append_edits(one, edits, expected_seq=6, expected_edit=0) == 3
+    for number, edit in enumerate(edits, 1):
+        alone.append_edit(other, edit, expected_seq=6, expected_edit=number - 1)
+    assert [(r.number, r.after_seq, r.edit) for r in together.iter_edits(one)] == [
+        (r.number, r.after_seq, r.edit) for r in alone.iter_edits(other)
+    ]
+    assert together.load_view(one).view == alone.load_view(other).view
+    # A writer that fell behind writes none of them.
+    with pytest.raises(ConcurrentWriteError):
+        together.append_edits(one, edits, expected_seq=6, expected_edit=0)
+    assert len(list(together.iter_edits(one))) == 3
+
+
 def test_events_come_back_in_order_with_their_data(store: SessionStore) -> None:
     sid = store.create_session().id
     other = store.create_session().id

@@ -279,12 +279,9 @@ def _take_edits(
     m: Measurement,
     pending: PendingBlobs | None,
 ) -> int:
-    """Record ``result``'s edits (after the outputs they cite, in one transaction), take its
-    view, snapshot it; the view's estimated size."""
-    with core.writer.together():
-        if pending is not None:
-            pending.flush()
-        core.writer.append_edits(result.edits)
+    """Take ``result``'s view and record it: the outputs its edits cite, the edits and the
+    snapshot of the new view, in one transaction (one fact, one commit; a crash keeps all of
+    it or none). The view's estimated size."""
     core.replace_view(result.view)
     # Two estimates of the new size, and the larger wins: the old size minus what was freed
     # (on the provider's scale, from its last report), and the new view estimated whole. The
@@ -298,7 +295,11 @@ def _take_edits(
     )
     # Stay on the provider's scale: the new size is the old one minus what was freed.
     state.estimator.rebase(view, after, system=m.fixed_text, tools=m.tools)
-    core.writer.snapshot(view, after)
+    with core.writer.together():
+        if pending is not None:
+            pending.flush()
+        core.writer.append_edits(result.edits)
+        core.writer.snapshot(view, after)
     return after
 
 

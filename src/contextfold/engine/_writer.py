@@ -145,10 +145,23 @@ class SessionWriter:
         self.last_seq = seq if seq is not None else self.last_seq + len(messages)
 
     def append_edits(self, edits: Sequence[ContextEdit]) -> None:
-        """Record compaction edits in transcript order."""
-        for edit in edits:
-            number = self.attempt("append edit", partial(self._append_edit, edit))
-            self.last_edit = number if number is not None else self.last_edit + 1
+        """Record compaction edits in transcript order (in one write when the store takes
+        several at once, as the SQL stores' ``append_edits`` does; one by one otherwise)."""
+        if not edits:
+            return
+        many: Callable[..., int] | None = getattr(self.store, "append_edits", None)
+        if many is None:
+            for edit in edits:
+                number = self.attempt("append edit", partial(self._append_edit, edit))
+                self.last_edit = number if number is not None else self.last_edit + 1
+            return
+        last = self.attempt(
+            "append edit",
+            lambda: many(
+                self.session_id, edits, expected_seq=self.last_seq, expected_edit=self.last_edit
+            ),
+        )
+        self.last_edit = last if last is not None else self.last_edit + len(edits)
 
     def _append_edit(self, edit: ContextEdit) -> int:
         return self.store.append_edit(

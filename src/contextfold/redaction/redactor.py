@@ -49,7 +49,8 @@ literal is there), and a handful of ``str.find`` calls on the lower-cased text f
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
@@ -157,13 +158,58 @@ state is saved."""
 CACHED_TEXTS = 4_096
 
 
+REMEMBERED_LONG_CHARS = 4_000_000
+"""Most characters of longer texts remembered with their redaction (the least recently used go
+first; a text over an eighth of this is never kept). A tool output is redacted on its way in,
+again when the store appends it, when a placeholder stands in for it and when a compaction
+stashes it; a summary is redacted in its edit and again in the snapshot. Messages are
+immutable and redaction is a function of the text alone: each time after the first is a lookup
+(a string keeps its hash, so looking up the same object again costs nothing more)."""
+
+
+class _LongTexts:
+    """Long texts and their redaction, least recently used first, within a character budget."""
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        self._texts: OrderedDict[str, str] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def redact(self, text: str) -> str:
+        with self._lock:
+            done = self._texts.get(text)
+            if done is not None:
+                self._texts.move_to_end(text)
+                return done
+        done = _redact(text)
+        if len(text) > self.max_chars // 8:
+            return done  # one huge log would push out everything else
+        with self._lock:
+            if text not in self._texts:
+                self._texts[text] = done
+                self._chars += len(text)
+                while self._chars > self.max_chars:
+                    dropped, _ = self._texts.popitem(last=False)
+                    self._chars -= len(dropped)
+        return done
+
+    def clear(self) -> None:
+        with self._lock:
+            self._texts.clear()
+            self._chars = 0
+
+
+_LONG_TEXTS = _LongTexts(REMEMBERED_LONG_CHARS)
+
+
 def redact_text(text: str) -> str:
     """``text`` with every recognised secret replaced by a ``[REDACTED:<kind>]`` marker."""
     if len(text) < SHORTEST_SECRET_TEXT:
         return text
     if len(text) <= CACHED_TEXT_CHARS:
         return _redact_short(text)
-    return _redact(text)
+    return _LONG_TEXTS.redact(text)
 
 
 def _redact(text: str) -> str:
@@ -177,12 +223,15 @@ def _redact_short(text: str) -> str:
 
 
 def redact_json(value: Any, serialized: str | None = None) -> Any:
-    """A copy of the JSON ``value`` with every string redacted (structure kept).
+    """A copy of the JSON ``value`` with every string redacted (structure kept), or ``value``
+    itself when redaction changes nothing in it.
 
     Keys are redacted too, and a string whose key names a credential (``"api_key"``,
     ``"DB_PASSWORD"``) is replaced whole when it looks like one. ``serialized`` is the value's
     JSON text when the caller has it already: when it holds nothing a rule could match,
-    ``value`` itself is returned without walking it.
+    ``value`` itself is returned without walking it. A caller that has the JSON text of
+    ``value`` can keep it when ``value`` itself comes back (most values hold no secret), rather
+    than encode the copy again.
     """
     if serialized is not None and not might_hold_secret(serialized):
         return value
@@ -190,17 +239,41 @@ def redact_json(value: Any, serialized: str | None = None) -> Any:
 
 
 def _walk(value: Any, key_kind: str | None) -> Any:
-    if isinstance(value, str):
-        if key_kind is not None and value_is_secret(value, key_kind, quoted=True, env_style=False):
-            return marker(key_kind)
-        return redact_text(value)
-    if isinstance(value, Mapping):
-        return {
-            (redact_text(key) if isinstance(key, str) else key): _walk(
-                item, name_kind(key) if isinstance(key, str) else None
-            )
-            for key, item in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [_walk(item, None) for item in value]
+    """``value`` redacted; ``value`` itself when nothing in it changed (a container is copied
+    only when one of its members changed)."""
+    # Exact types first: a state or an edit is thousands of small lists and strings, and an
+    # ``isinstance`` check against ``Mapping`` (an ABC) costs more than the rest of the visit.
+    kind = type(value)
+    if kind is str or (kind is not list and kind is not dict and isinstance(value, str)):
+        if key_kind is not None:
+            if value_is_secret(value, key_kind, quoted=True, env_style=False):
+                return marker(key_kind)
+        elif len(value) < SHORTEST_SECRET_TEXT:
+            return value  # what redact_text gives it, without the call
+        # The string itself when nothing changed: the short-text cache returns the equal
+        # string it was first given, another object, and a container's copy is made only when
+        # a member is not the one it held.
+        redacted = redact_text(value)
+        return value if redacted == value else redacted
+    if kind is list or kind is tuple or isinstance(value, list | tuple):
+        items = [_walk(item, None) for item in value]
+        if kind is not list:
+            return items
+        for new, old in zip(items, value, strict=True):
+            if new is not old:
+                return items
+        return value
+    if kind is dict or isinstance(value, Mapping):
+        out: dict[Any, Any] = {}
+        changed = kind is not dict
+        for key, item in value.items():
+            if isinstance(key, str):
+                new_key = redact_text(key)
+                new_key = key if new_key == key else new_key
+                new_item = _walk(item, name_kind(key))
+            else:
+                new_key, new_item = key, _walk(item, None)
+            changed = changed or new_key is not key or new_item is not item
+            out[new_key] = new_item
+        return out if changed else value
     return value

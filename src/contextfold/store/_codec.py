@@ -58,11 +58,19 @@ def encode_json(value: Any, *, redact: bool) -> str:
     return _encode(value, redact)[0]
 
 
+PREFILTERED_CHARS = 2_000
+"""JSON texts up to this long are checked whole for anything a secret rule could match before
+their strings are walked. A longer one (an edit, a summary, a tool output) nearly always holds
+some trigger word (``key``, ``token``), and its long strings were mostly redacted before (on
+their way in, or in the edit a snapshot repeats) and are remembered by the redactor: the walk
+alone costs less than a scan of the whole text followed by the walk."""
+
+
 def _encode(value: Any, redact: bool) -> tuple[str, bool]:
     """JSON text of ``value``, and whether redaction changed it."""
     text = dumps(value)
     if redact:
-        redacted = redact_json(value, text)
+        redacted = redact_json(value, text if len(text) <= PREFILTERED_CHARS else None)
         if redacted is not value:
             cleaned = dumps(redacted)
             return cleaned, cleaned != text
@@ -100,9 +108,11 @@ class EncodedStates:
             # Redacted with its key, as the whole object would be (a key naming a credential
             # makes its value one); kept as the object's ``"key":value`` member.
             pair = {key: value}
+            member = _member(key, value, plain)
             if self.redact:
-                pair = redact_json(pair, f"{dumps(key)}:{plain}")
-            member = dumps(pair)[1:-1]
+                redacted = redact_json(pair, member)
+                if redacted is not pair:
+                    member = dumps(redacted)[1:-1]
             parts[key] = (plain, member)
         with self._lock:
             self._sessions[session_id] = parts
@@ -115,6 +125,14 @@ class EncodedStates:
         """Drop what is remembered of ``session_id`` (it was deleted)."""
         with self._lock:
             self._sessions.pop(session_id, None)
+
+
+def _member(key: str, value: Any, plain: str) -> str:
+    """``"key":value`` as it stands in the JSON object ``{key: value}`` (``plain``: the JSON of
+    ``value``)."""
+    if key.isascii():  # the object is escaped as ``plain`` is (an ASCII key escapes nothing)
+        return f"{dumps(key)}:{plain}"
+    return dumps({key: value})[1:-1]
 
 
 class EncodedMessages:

@@ -482,17 +482,40 @@ class SQLStore(AsyncStoreMixin, ABC):
         nothing) unless the session is still at that last seq and last edit number: an edit
         made from a view another writer has moved on from would fork what a resume sees.
         """
-        data = _codec.encode_edit(edit, redact=self.redact)
+        return self.append_edits(
+            session_id, [edit], expected_seq=expected_seq, expected_edit=expected_edit
+        )
+
+    def append_edits(
+        self,
+        session_id: str,
+        edits: Sequence[ContextEdit],
+        *,
+        expected_seq: int | None = None,
+        expected_edit: int | None = None,
+    ) -> int:
+        """Record ``edits`` in order after the session's current last message, in one
+        transaction (all of them or none); the number of the last one (the last edit number
+        as it was when ``edits`` is empty).
+
+        What :meth:`append_edit` does for each, but with the writer lock taken and the head
+        read once: a compaction's edits are one fact.
+        """
+        encoded = [(e.id, e.edit_kind, _codec.encode_edit(e, redact=self.redact)) for e in edits]
         with self._transaction("write") as cur:
             after_seq, last_edit = self._locked_head(cur, session_id, expected_seq, expected_edit)
-            number = last_edit + 1
-            cur.execute(
-                "INSERT INTO edits (session_id, num, id, kind, after_seq, data, created) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (session_id, number, edit.id, edit.edit_kind, after_seq, data, time.time()),
-            )
-            self._touch(cur, session_id)
-        return number
+            if encoded:
+                now = time.time()
+                cur.executemany(
+                    "INSERT INTO edits (session_id, num, id, kind, after_seq, data, created) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (session_id, number, edit_id, kind, after_seq, data, now)
+                        for number, (edit_id, kind, data) in enumerate(encoded, last_edit + 1)
+                    ],
+                )
+                self._touch(cur, session_id)
+        return last_edit + len(encoded)
 
     def iter_edits(self, session_id: str, *, after: int = 0) -> Iterator[EditRecord]:
         """The session's edits numbered above ``after``, in order, read lazily."""
