@@ -197,6 +197,12 @@ _PIECES = [
     "10.0.0.1:5432",
     "db.internal:6379",
     "parser.py:35",
+    "conf.YML:8080",
+    "page.htm:443:",
+    "mod.pyx:80",
+    "a.b.c.py:12:x:34",
+    "1.2.3.4:99",
+    ".ts:22",
     "3f2a9c1d7e",
     "deadbeefcafe1234",
     "1234567",
@@ -224,13 +230,15 @@ _PIECES = [
 ]
 
 
-def test_identifier_scan_finds_what_the_whole_pattern_finds() -> None:
+@pytest.mark.parametrize("ascii_only", [False, True])
+def test_identifier_scan_finds_what_the_whole_pattern_finds(ascii_only: bool) -> None:
     from contextfold.retention.ledger import _IDENTIFIER, _identifier_matches
 
     rng = random.Random(5)
+    pieces = [p for p in _PIECES if p.isascii() or not ascii_only]
     for _ in range(3_000):
         # Pieces glued to each other as often as spaced: features straddle word edges.
-        text = "".join(rng.choice(_PIECES) + rng.choice(["", " ", "", "\n"]) for _ in range(12))
+        text = "".join(rng.choice(pieces) + rng.choice(["", " ", "", "\n"]) for _ in range(12))
         expected = [m.group(0) for m in _IDENTIFIER.finditer(text)]
         assert list(_identifier_matches(text)) == expected, text
 

@@ -95,9 +95,10 @@ _URL = r"https?://[^\s'\"<>()\[\]{}`]+"
 # extension (``parser.py:35`` is a file and a line number, not a host).
 _FILE_EXTENSIONS = (
     "py|pyi|js|mjs|cjs|ts|tsx|jsx|rs|go|c|h|cc|cpp|hpp|java|kt|rb|php|cs|swift|scala|sh|md|rst|"
-    "txt|json|ya?ml|toml|ini|cfg|conf|lock|html?|css|scss|sql|xml|log|csv|ipynb|vue|svelte|lua|"
-    "ex|exs|eex|heex|erl|hrl|dart|zig|nim|pl|pm|jl|hs|ml|clj|el|vim|proto|gradle|tf|r|m|mm|s"
+    "txt|json|yaml|yml|toml|ini|cfg|conf|lock|html|htm|css|scss|sql|xml|log|csv|ipynb|vue|svelte|"
+    "lua|ex|exs|eex|heex|erl|hrl|dart|zig|nim|pl|pm|jl|hs|ml|clj|el|vim|proto|gradle|tf|r|m|mm|s"
 )
+_EXTENSIONS = tuple(_FILE_EXTENSIONS.split("|"))
 _HOST_PORT = (
     r"\b(?:localhost|\d{1,3}(?:\.\d{1,3}){3}|"
     rf"[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?!(?:{_FILE_EXTENSIONS}):)[a-z][a-z0-9-]*):\d{{2,5}}\b"
@@ -108,15 +109,36 @@ _HASH = r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b"
 # A prefixed id such as ses_01hx9c… or cus_NffrFeUfNV2Hib: a short lower-case prefix, then a
 # token of at least 10 characters with a digit in it (``from_iso8601`` is a function name).
 _PREFIXED_ID = r"\b[a-z]{2,8}_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{10,40}\b"
-_IDENTIFIER = re.compile(
-    "|".join(f"(?:{p})" for p in (_URL, _UUID, _HOST_PORT, _HASH, _PREFIXED_ID)), re.IGNORECASE
-)
 # Every identifier holds one of these within one word (none spans whitespace): ``://`` (a URL),
-# ``:`` and two digits (a port), ``_`` and ten letters or digits (a prefixed id), seven hex
+# ``:`` and two digits (a port, in an ASCII text one not after a file name: see
+# :func:`_after_file_name`), ``_`` and ten letters or digits (a prefixed id), seven hex
 # digits (a UUID or a hash). A text is scanned for them first, and the identifier pattern, slow
-# to try at every position, runs only over the words that hold one (see
-# :func:`_identifier_matches`).
+# to try at every position, runs only over the words that hold one, with only the branches
+# whose feature the word holds (see :func:`_identifier_matches`).
 _FEATURE = re.compile(r"://|:\d\d|_[a-z0-9]{10}|[0-9a-f]{7}", re.IGNORECASE)
+_URL_F, _PORT_F, _ID_F, _HEX_F = 1, 2, 4, 8
+"""The features as bits, in the order of :data:`_ASCII_FEATURES`."""
+_ALL_FEATURES = _URL_F | _PORT_F | _ID_F | _HEX_F
+_BRANCHES = (
+    (_URL, _URL_F),
+    (_UUID, _HEX_F),
+    (_HOST_PORT, _PORT_F),
+    (_HASH, _HEX_F),
+    (_PREFIXED_ID, _ID_F),
+)
+"""The identifier pattern's branches, in order, each with the feature its matches hold."""
+
+
+@lru_cache(maxsize=_ALL_FEATURES + 1)
+def _pattern(features: int) -> re.Pattern[str]:
+    """The identifier pattern with only the branches whose feature is one of ``features``: in a
+    word holding no other feature it finds what the whole pattern finds (a branch whose
+    feature the word lacks matches nowhere in it, so it never wins a position)."""
+    branches = (p for p, feature in _BRANCHES if feature & features)
+    return re.compile("|".join(f"(?:{p})" for p in branches), re.IGNORECASE)
+
+
+_IDENTIFIER = _pattern(_ALL_FEATURES)
 _WORD = re.compile(r"\S+")
 
 
@@ -136,6 +158,12 @@ _ASCII_FEATURES: tuple[tuple[bytes | None, bytes], ...] = (
 )
 """:data:`_FEATURE` as literals in an ASCII text's bytes mapped by each table (a search for a
 literal runs at C speed; the pattern's character classes are tried byte by byte)."""
+_FILE_LINE_ENDS = tuple(f".{e}" for e in _EXTENSIONS)
+_FILE_LINE_REACH = max(map(len, _FILE_LINE_ENDS))
+_PORT_LITERAL = _ASCII_FEATURES[1][1]
+_ASCII_SPACES = _byte_map(b"\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f ", b" ", b"w")
+"""A table sending the ASCII characters ``str.isspace`` (and ``\\s``) calls whitespace to a
+blank, every other byte to ``w``: an ASCII text's word edges, found by :meth:`bytes.find`."""
 _TRAILING = ".,;:!?'\"\\"
 _COUNTER = HeuristicCounter()
 _RefOf: TypeAlias = Callable[[str], str | None]
@@ -394,35 +422,84 @@ def _text_identifiers(text: str) -> tuple[str, ...]:
 
 def _identifier_matches(text: str) -> Iterator[str]:
     """What ``_IDENTIFIER.finditer(text)`` finds, in order, read only from the words of ``text``
-    that hold a :data:`_FEATURE`.
+    that hold a :data:`_FEATURE`, each with the branches of its features.
 
     The same matches: a match lies within one word (no part of the pattern takes whitespace)
     and holds a feature, and joined with line breaks the words keep what ``\\b`` and the
-    look-ahead see around and inside each match. Tried at every position of a long tool output,
-    the pattern cost most of a compaction's ledger; most words hold no feature."""
-    words = _feature_words(text)
-    if words:
-        for match in _IDENTIFIER.finditer("\n".join(words)):
-            yield match.group(0)
+    look-aheads see around and inside each match. Tried at every position of a long tool
+    output, the pattern cost most of a compaction's ledger; most words hold no feature, and
+    most that do hold one only (a ``snake_case_name``, a ``file.py:12``), for which the other
+    branches, the host's most of all, are tried in vain at each of their positions."""
+    run: list[str] = []
+    features = 0
+    for word, held in _feature_words(text):
+        if held != features and run:
+            yield from _run_matches(run, features)
+            run = []
+        run.append(word)
+        features = held
+    if run:
+        yield from _run_matches(run, features)
 
 
-def _feature_words(text: str) -> list[str]:
-    """The whitespace-delimited words of ``text`` that hold a :data:`_FEATURE`, in order."""
-    hits: list[int] = []
-    if text.isascii():
-        raw = text.encode("ascii")
-        for table, literal in _ASCII_FEATURES:
-            mapped = raw if table is None else raw.translate(table)
-            at = mapped.find(literal)
-            while at >= 0:
-                hits.append(at)
-                at = mapped.find(literal, _word_end(text, at))  # one hit per word is enough
-        hits.sort()
-    else:
-        hits = [hit.start() for hit in _FEATURE.finditer(text)]
-    words: list[str] = []
+def _run_matches(words: list[str], features: int) -> Iterator[str]:
+    for match in _pattern(features).finditer("\n".join(words)):
+        yield match.group(0)
+
+
+def _feature_words(text: str) -> list[tuple[str, int]]:
+    """The whitespace-delimited words of ``text`` that hold a :data:`_FEATURE`, in order, each
+    with the features it holds (all of them for a text that is not ASCII)."""
+    if not text.isascii():
+        return _unicode_feature_words(text)
+    raw = text.encode("ascii")
+    spaces = raw.translate(_ASCII_SPACES)
+    hits: list[tuple[int, int]] = []
+    for bit, (table, literal) in enumerate(_ASCII_FEATURES):
+        mapped = raw if table is None else raw.translate(table)
+        at = mapped.find(literal)
+        while at >= 0:
+            if literal is _PORT_LITERAL and _after_file_name(text, at):
+                at = mapped.find(literal, at + 1)  # another colon of the word may end a host
+                continue
+            hits.append((at, 1 << bit))
+            end = spaces.find(b" ", at)  # one hit per word is enough
+            if end < 0:
+                break
+            at = mapped.find(literal, end)
+    hits.sort()
+    words: list[tuple[str, int]] = []
+    start = end = 0
+    held = 0
+    for at, feature in hits:
+        if at < end:
+            held |= feature  # in the word taken last
+            continue
+        if end:
+            words.append((text[start:end], held))
+        start = spaces.rfind(b" ", end, at) + 1 or end
+        end = spaces.find(b" ", at)
+        if end < 0:
+            end = len(text)
+        held = feature
+    if end:
+        words.append((text[start:end], held))
+    return words
+
+
+def _after_file_name(text: str, colon: int) -> bool:
+    """Whether the colon at ``colon`` (of an ASCII text) follows a file name (``parser.py:35``),
+    so that no host and port ends there: the pattern's last label before a port is the whole run
+    of letters, digits and hyphens after a dot, and not a file extension; nor is it
+    ``localhost`` or an address's digits."""
+    return text[max(0, colon - _FILE_LINE_REACH) : colon].lower().endswith(_FILE_LINE_ENDS)
+
+
+def _unicode_feature_words(text: str) -> list[tuple[str, int]]:
+    words: list[tuple[str, int]] = []
     end = 0
-    for at in hits:
+    for hit in _FEATURE.finditer(text):
+        at = hit.start()
         if at < end:
             continue  # in the word taken last
         start = at
@@ -430,15 +507,9 @@ def _feature_words(text: str) -> list[str]:
             start -= 1
         word = _WORD.match(text, start)
         if word is not None:
-            words.append(word.group(0))
+            words.append((word.group(0), _ALL_FEATURES))
             end = word.end()
     return words
-
-
-def _word_end(text: str, at: int) -> int:
-    """Where the word holding position ``at`` ends."""
-    word = _WORD.match(text, at)
-    return word.end() if word is not None else at + 1
 
 
 @lru_cache(maxsize=IDENTIFIER_CACHE_TEXTS)
