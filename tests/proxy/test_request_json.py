@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from contextfold.hosts.digests import DigestCache
 from contextfold.proxy import anthropic_side
-from contextfold.proxy._request_json import known_messages, read_json
+from contextfold.proxy._request_json import ResentBodies, known_messages, read_json
 from contextfold.proxy._wire import ClientError
 
 _json = st.recursive(
@@ -126,3 +126,61 @@ def test_the_tools_argument_defaults_are_part_of_the_key() -> None:
     fresh = [_parse(body(t), DigestCache()).digests for t in (False, True)]
     cached = [_parse(body(t), cache).digests for t in (False, True)]
     assert cached == fresh
+
+
+_message = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]), "content": _json})
+
+
+@st.composite
+def _resent_bodies(draw: st.DrawFn) -> list[bytes]:
+    """Bodies as clients send them one after the other: a history grown and resent, a request
+    retried, a turn rewritten, another conversation or other fields between, other spacing,
+    a body cut short or not an object at all."""
+    bodies: list[bytes] = []
+    history = draw(st.lists(_message, min_size=0, max_size=3))
+    extra = draw(st.dictionaries(st.sampled_from(["model", "system", "x"]), _json, max_size=2))
+    indent = None
+    for _ in range(draw(st.integers(1, 6))):
+        step = draw(st.sampled_from(["grow", "grow", "retry", "rewrite", "other", "broken"]))
+        if step == "grow":
+            history = history + draw(st.lists(_message, min_size=1, max_size=2))
+        elif step == "rewrite" and history:
+            history = [*history[: draw(st.integers(0, len(history) - 1))], draw(_message)]
+        elif step == "other":
+            history = draw(st.lists(_message, max_size=3))
+            extra = draw(st.dictionaries(st.sampled_from(["model", "x"]), _json, max_size=2))
+            indent = draw(st.sampled_from([None, 1]))
+        raw = json.dumps({**extra, "messages": history, "tail": 1}, indent=indent).encode()
+        if step == "broken":
+            raw = raw[: draw(st.integers(0, len(raw) - 1))] if draw(st.booleans()) else b"[1]"
+        bodies.append(raw)
+    return bodies
+
+
+@given(_resent_bodies())
+def test_resent_messages_are_taken_as_read_and_the_rest_read_anew(bodies: list[bytes]) -> None:
+    resent = ResentBodies(size=2)
+    for raw in bodies:
+        try:
+            fresh = read_json(raw)
+        except ValueError as error:
+            with pytest.raises(ValueError) as again:
+                read_json(raw, resent=resent)
+            assert str(again.value) == str(error)
+            continue
+        assert read_json(raw, resent=resent) == fresh
+
+
+def test_a_resent_history_is_not_read_again() -> None:
+    resent = ResentBodies()
+    first = [{"role": "user", "content": "x" * 100}, {"role": "assistant", "content": "ok"}]
+    later = [*first, {"role": "user", "content": "more"}]
+    one, _ = read_json(json.dumps({"model": "m", "messages": first}).encode(), resent=resent)
+    two, keys = read_json(json.dumps({"model": "m", "messages": later}).encode(), resent=resent)
+    assert two["messages"][0] is one["messages"][0] and two["messages"][1] is one["messages"][1]
+    assert keys == read_json(json.dumps({"model": "m", "messages": later}).encode())[1]
+    # Another first message, or the same history spaced otherwise, is read anew.
+    three, _ = read_json(
+        json.dumps({"model": "m", "messages": later}, indent=1).encode(), resent=resent
+    )
+    assert three["messages"][0] is not two["messages"][0]

@@ -44,7 +44,7 @@ from contextfold.messages import Message, ThinkingPart, Usage
 from contextfold.model_registry import Provider
 from contextfold.proxy._conversation import ENGINE_TOOL_NAMES, Conversation
 from contextfold.proxy._engines import Engines, ProxyStore
-from contextfold.proxy._request_json import KnownMessages
+from contextfold.proxy._request_json import KnownMessages, ResentBodies
 from contextfold.proxy._upstream_json import BodyEncoder
 from contextfold.proxy._wire import (
     ClientError,
@@ -137,6 +137,9 @@ class ProxyState:
     """The prefix heads of each conversation's last request (the next one resends them)."""
     bodies: BodyEncoder = field(default_factory=BodyEncoder)
     """Upstream bodies as JSON, the long texts they resend escaped once."""
+    resent: ResentBodies = field(default_factory=ResentBodies)
+    """Each conversation's last ``messages`` as read: a body resending them reads only what
+    follows."""
     served: dict[str, bool] = field(default_factory=dict)
     """Which upstream paths the upstream serves, as probed (``--upstream-protocol auto``)."""
     answered: dict[tuple[str, str], list[Message]] = field(default_factory=dict)

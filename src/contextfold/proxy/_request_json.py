@@ -10,6 +10,13 @@ scanner, noting where each begins and ends; everything else is the standard deco
 the values are exactly those ``json.loads`` returns. A body the fast path does not understand
 (not UTF-8, a byte-order mark, invalid JSON) is read by ``json.loads`` itself, which raises the
 error it always raises, and gets no keys.
+
+A client resends its history byte for byte, so most of a body is the text of the body before
+it. :class:`ResentBodies` remembers each conversation's last ``messages`` array as read (the
+text up to the end of its last message, each message's value and key): a body that begins with
+that very text takes those messages as they are and reads only what follows. The same text at
+the same place reads as the same values; they are shared between the two bodies, which nothing
+changes (they are checked, digested and converted, never written to).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from json.decoder import scanstring  # type: ignore[attr-defined]
@@ -24,7 +32,7 @@ from typing import Any, TypeVar
 
 from contextfold.hosts.digests import ArgumentDefaults, DigestCache, fingerprint
 
-__all__ = ["KnownMessages", "known_messages", "message_digests", "read_json"]
+__all__ = ["KnownMessages", "ResentBodies", "known_messages", "message_digests", "read_json"]
 
 _SPACE = re.compile(r"[ \t\n\r]*")
 _KEYED = "messages"
@@ -38,28 +46,73 @@ class _NotPlain(Exception):
     """The fast path does not read this body; ``json.loads`` will."""
 
 
+@dataclass(frozen=True)
+class _Read:
+    """A ``messages`` array as read: the body's text up to the end of its last message, and
+    each message's value, key and end (an index into that text)."""
+
+    prefix: str
+    values: list[Any]
+    keys: list[bytes]
+    ends: list[int]
+
+
+class ResentBodies:
+    """The ``messages`` array last read for each conversation (at most ``size``, the least
+    recent dropped first; at most ``max_chars`` of text in all), named by the body's text up to
+    the end of its first message. For the event loop's use: not locked."""
+
+    def __init__(self, size: int = 32, max_chars: int = 64 * 1024 * 1024) -> None:
+        self.size = size
+        self.max_chars = max_chars
+        self._read: OrderedDict[str, _Read] = OrderedDict()
+        self._chars = 0
+
+    def get(self, first: str) -> _Read | None:
+        return self._read.get(first)
+
+    def put(self, first: str, read: _Read) -> None:
+        old = self._read.pop(first, None)
+        if old is not None:
+            self._chars -= len(old.prefix)
+        self._read[first] = read
+        self._chars += len(read.prefix)
+        while len(self._read) > self.size or (self._chars > self.max_chars and self._read):
+            _, dropped = self._read.popitem(last=False)
+            self._chars -= len(dropped.prefix)
+
+
 def read_json(
-    raw: bytes, *, parse_constant: Callable[[str], Any] | None = None
+    raw: bytes,
+    *,
+    parse_constant: Callable[[str], Any] | None = None,
+    resent: ResentBodies | None = None,
 ) -> tuple[Any, list[bytes] | None]:
     """The body as ``json.loads(raw, parse_constant=...)`` reads it (raising what it raises),
     and the SHA-256 of each element of its top-level ``messages`` array as written (None when
-    the body has no such array or was read the slow way)."""
+    the body has no such array or was read the slow way). ``resent``: the arrays read before
+    (always with this same ``parse_constant``), whose messages a body that resends them takes
+    as they are."""
     decoder = json.JSONDecoder(parse_constant=parse_constant)
     try:
         text = raw.decode("utf-8")
-        return _read_object(text, decoder.scan_once)  # type: ignore[attr-defined]
+        body, keys, read = _read_object(text, decoder.scan_once, resent)  # type: ignore[attr-defined]
     except (_NotPlain, UnicodeDecodeError, StopIteration, ValueError, IndexError, RecursionError):
         return json.loads(raw, parse_constant=parse_constant), None
+    if resent is not None and read is not None:
+        resent.put(read.prefix[: read.ends[0]], read)
+    return body, keys
 
 
 def _read_object(
-    text: str, scan: Callable[[str, int], tuple[Any, int]]
-) -> tuple[Any, list[bytes] | None]:
+    text: str, scan: Scan, resent: ResentBodies | None = None
+) -> tuple[Any, list[bytes] | None, _Read | None]:
     at = _SPACE.match(text, 0).end()  # type: ignore[union-attr]
     if text[at] != "{":
         raise _NotPlain
     body: dict[str, Any] = {}
     keys: list[bytes] | None = None
+    read: _Read | None = None
     at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
     if text[at] == "}":
         at += 1
@@ -73,11 +126,11 @@ def _read_object(
                 raise _NotPlain
             at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
             if name == _KEYED and text[at] == "[":
-                body[name], keys, at = _read_array(text, at, scan)
+                body[name], keys, read, at = _read_array(text, at, scan, resent)
             else:
                 body[name], at = scan(text, at)
                 if name == _KEYED:
-                    keys = None
+                    keys, read = None, None
             at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
             if text[at] == "}":
                 at += 1
@@ -87,25 +140,41 @@ def _read_object(
             at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
     if _SPACE.match(text, at).end() != len(text):  # type: ignore[union-attr]
         raise _NotPlain
-    return body, keys
+    return body, keys, read
 
 
-def _read_array(text: str, at: int, scan: Scan) -> tuple[list[Any], list[bytes], int]:
+def _read_array(
+    text: str, at: int, scan: Scan, resent: ResentBodies | None
+) -> tuple[list[Any], list[bytes], _Read | None, int]:
+    """The array at ``at``, a key per element, what :class:`ResentBodies` keeps of it (None
+    when empty), and where it ends."""
     values: list[Any] = []
     keys: list[bytes] = []
+    ends: list[int] = []
     at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
     if text[at] == "]":
-        return values, keys, at + 1
-    while True:
-        value, end = scan(text, at)
+        return values, keys, None, at + 1
+    value, end = scan(text, at)
+    earlier = resent.get(text[:end]) if resent is not None else None
+    if earlier is not None and text.startswith(earlier.prefix):
+        # The same text up to the end of the earlier body's last message: the same messages.
+        values, keys, ends = list(earlier.values), list(earlier.keys), list(earlier.ends)
+        end = ends[-1]
+    else:
         values.append(value)
         keys.append(hashlib.sha256(text[at:end].encode("utf-8", "surrogatepass")).digest())
+        ends.append(end)
+    while True:
         at = _SPACE.match(text, end).end()  # type: ignore[union-attr]
         if text[at] == "]":
-            return values, keys, at + 1
+            return values, keys, _Read(text[:end], list(values), list(keys), ends), at + 1
         if text[at] != ",":
             raise _NotPlain
         at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
+        value, end = scan(text, at)
+        values.append(value)
+        keys.append(hashlib.sha256(text[at:end].encode("utf-8", "surrogatepass")).digest())
+        ends.append(end)
 
 
 @dataclass

@@ -41,7 +41,7 @@ from contextfold.proxy._exchange import (
 )
 from contextfold.proxy._identity import ANONYMOUS, tenant_of
 from contextfold.proxy._previous_response import continued, remember
-from contextfold.proxy._request_json import known_messages, read_json
+from contextfold.proxy._request_json import ResentBodies, known_messages, read_json
 from contextfold.proxy._wire import PROTOCOL_OPTIONS, ClientError, ClientRequest, ProtocolName
 from contextfold.proxy.config import ProxyConfig
 from contextfold.proxy.sessions import proxied_sessions
@@ -141,10 +141,10 @@ _CLIENT_GONE = 499
 """The status logged for a client that left before its request was whole (nginx's code)."""
 
 
-def _parse_json(raw: bytes) -> tuple[Any, list[bytes] | None]:
+def _parse_json(raw: bytes, resent: ResentBodies | None = None) -> tuple[Any, list[bytes] | None]:
     """The body, and a key per message (see :mod:`contextfold.proxy._request_json`)."""
     try:
-        return read_json(raw, parse_constant=_refuse_constant)
+        return read_json(raw, parse_constant=_refuse_constant, resent=resent)
     except (ValueError, RecursionError) as exc:
         raise ClientError(f"the request body is not valid JSON: {exc}") from None
 
@@ -251,7 +251,7 @@ def create_app(
 
     async def exchange(protocol: ProtocolName, request: Request, state: ProxyState) -> Response:
         raw = await _read_body(request, config.max_request_bytes)
-        body, keys = _parse_json(raw)
+        body, keys = _parse_json(raw, state.resent)
         known = known_messages(state.digests, protocol, body, keys)
         client = _SIDES[protocol].parse_request(body, known)
         tenant = tenant_of(_credential(request), state.salt)
