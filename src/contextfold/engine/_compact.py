@@ -83,7 +83,8 @@ def act(core: SessionCore, state: TurnState, m: Measurement) -> Applied:
         if restarted is not None:
             return Applied(restarted.state, events=restarted.events, view_changed=True)
         action = decide(m, state, policy, can_restart=False, compact_early=early)
-    state = replace(state, wind_down_sent=action.wind_down_sent)
+    if state.wind_down_sent != action.wind_down_sent:
+        state = replace(state, wind_down_sent=action.wind_down_sent)
     if action.kind == "compact":
         return _compact_zone(core, state, m, action)
     done = _mask_batch(core, state, m) if action.kind == "mask" else Applied(state)

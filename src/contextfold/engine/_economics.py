@@ -172,9 +172,12 @@ def _play(
     rewrite = prices.request(plan.floor, 0)
     total = first_cost
     size = start_tokens
+    # Every stretch after the first starts from the floor: its length is found once.
+    from_floor = _steps_to(plan.floor, growth, plan.upper)
     k = 1  # the first turn of the stretch
     while k <= last:
-        steps = _steps_to(size, growth, plan.upper)  # the stretch's compaction is its last turn
+        # The stretch's compaction is its last turn.
+        steps = _steps_to(size, growth, plan.upper) if k == 1 else from_floor
         grown_until = min(k + steps - 1, last + 1)  # turns k .. grown_until - 1 only grow
         if grown_until > k:
             # Turn i reads size + (i - k) * growth from the cache and writes the growth.
