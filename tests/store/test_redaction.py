@@ -190,6 +190,28 @@ def test_a_state_encoded_part_by_part_is_the_whole_state_encoded(
         assert text == encode_json(state, redact=True) or "\\ud" in text
 
 
+def test_a_list_part_saved_again_redacts_only_its_new_items_and_stores_the_same() -> None:
+    from contextfold.store._codec import EncodedStates, encode_json
+
+    encoded = EncodedStates(redact=True)
+    facts = [["path", f"src/module_{i}.py"] for i in range(50)]
+    ledger = [{"kind": "command", "text": f"pytest tests/t{i}.py", "ref": None} for i in range(9)]
+    first = {"facts": facts, "ledger": ledger, "turn": 1}
+    assert encoded.encode("s1", first) == encode_json(first, redact=True)
+    secret = f"export GITHUB_TOKEN={SECRETS['github']}"
+    # Reordered and grown, with items holding a secret, one of them nested (redacted whole
+    # every time, not remembered).
+    later = {
+        "facts": [["command", secret], *reversed(facts), ["kind", "path"], [["nested", secret]]],
+        "ledger": [*ledger[3:], {"kind": "command", "text": secret, "ref": None}],
+        "turn": 2,
+    }
+    text = encoded.encode("s1", later)
+    assert text == encode_json(later, redact=True)
+    assert SECRETS["github"] not in text
+    assert encoded.encode("s1", first) == encode_json(first, redact=True)
+
+
 # -- in the stores (both backends) -----------------------------------------------------------------
 
 

@@ -11,8 +11,8 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from contextfold.edits import ContextEdit, edit_from_dict, edit_to_dict
 from contextfold.messages import Message
@@ -85,41 +85,44 @@ class EncodedStates:
     came from: a part whose plain JSON is unchanged is not redacted again, which is where the
     time of a save went (redaction walks every string of the part). The plain JSON is compared
     rather than the value, so a value changed in place by its owner is never mistaken for the
-    one saved before. ``max_sessions`` bounds the sessions remembered (least recent go first).
+    one saved before. A list part that did change (the facts the loss reports probed, reordered
+    and grown at each compaction) mostly holds items it held before: the items that redaction
+    left unchanged are remembered by content, and only the others are redacted again.
+    ``max_sessions`` bounds the sessions remembered (least recent go first).
     """
 
     def __init__(self, *, redact: bool, max_sessions: int = 256) -> None:
         self.redact = redact
         self.max_sessions = max_sessions
-        self._sessions: OrderedDict[str, dict[str, tuple[str, str]]] = OrderedDict()
+        self._sessions: OrderedDict[str, dict[str, _EncodedPart]] = OrderedDict()
         self._lock = threading.Lock()
 
     def encode(self, session_id: str, state: Mapping[str, Any]) -> str:
         """The stored JSON of ``state`` (a JSON object), secrets redacted as configured."""
         with self._lock:
             saved = self._sessions.get(session_id, {})
-        parts: dict[str, tuple[str, str]] = {}
+        parts: dict[str, _EncodedPart] = {}
         for key, value in state.items():
             plain = dumps(value)
             hit = saved.get(key)
-            if hit is not None and hit[0] == plain:
+            if hit is not None and hit.plain == plain:
                 parts[key] = hit
                 continue
             # Redacted with its key, as the whole object would be (a key naming a credential
             # makes its value one); kept as the object's ``"key":value`` member.
-            pair = {key: value}
             member = _member(key, value, plain)
+            clean: frozenset[Hashable] = frozenset()
             if self.redact:
-                redacted = redact_json(pair, member)
-                if redacted is not pair:
-                    member = dumps(redacted)[1:-1]
-            parts[key] = (plain, member)
+                member, clean = _redacted_member(
+                    key, value, member, hit.clean if hit is not None else frozenset()
+                )
+            parts[key] = _EncodedPart(plain, member, clean)
         with self._lock:
             self._sessions[session_id] = parts
             self._sessions.move_to_end(session_id)
             while len(self._sessions) > self.max_sessions:
                 self._sessions.popitem(last=False)
-        return "{" + ",".join(member for _, member in parts.values()) + "}"
+        return "{" + ",".join(part.member for part in parts.values()) + "}"
 
     def forget(self, session_id: str) -> None:
         """Drop what is remembered of ``session_id`` (it was deleted)."""
@@ -133,6 +136,60 @@ def _member(key: str, value: Any, plain: str) -> str:
     if key.isascii():  # the object is escaped as ``plain`` is (an ASCII key escapes nothing)
         return f"{dumps(key)}:{plain}"
     return dumps({key: value})[1:-1]
+
+
+class _EncodedPart(NamedTuple):
+    """One part of a saved state: its plain JSON, its stored ``"key":value`` member, and (for a
+    list) the items redaction left unchanged, by content (:func:`_item_key`)."""
+
+    plain: str
+    member: str
+    clean: frozenset[Hashable]
+
+
+def _item_key(item: Any) -> Hashable:
+    """``item`` by content, hashable (a string, a list of strings, an object of strings and
+    nulls), or ``None`` for any other item (redacted every time). The type is part of the key:
+    a list and an object of the same strings are different items."""
+    kind = type(item)
+    if kind is str:
+        text: str = item
+        return text
+    if kind is list and all(type(x) is str for x in item):
+        return (list, *item)
+    if kind is dict and all(type(x) is str or x is None for x in item.values()):
+        return (dict, *item.items())
+    return None
+
+
+def _redacted_member(
+    key: str, value: Any, member: str, known_clean: frozenset[Hashable]
+) -> tuple[str, frozenset[Hashable]]:
+    """The redacted ``"key":value`` member (``member``: the plain one), and the items of a list
+    ``value`` that redaction leaves unchanged (those in ``known_clean`` are not redacted again:
+    redaction is a function of an item's content, and a list's items are redacted one by one,
+    whatever its key)."""
+    if type(value) is not list or redact_text(key) != key:
+        pair = {key: value}
+        redacted = redact_json(pair, member if len(member) <= PREFILTERED_CHARS else None)
+        return (member if redacted is pair else dumps(redacted)[1:-1]), frozenset()
+    items: list[Any] = []
+    clean: set[Hashable] = set()
+    changed = False
+    for item in value:
+        item_key = _item_key(item)
+        if item_key is not None and item_key in known_clean:
+            clean.add(item_key)
+            items.append(item)
+            continue
+        redacted = redact_json(item)
+        if redacted is item:
+            if item_key is not None:
+                clean.add(item_key)
+        else:
+            changed = True
+        items.append(redacted)
+    return (dumps({key: items})[1:-1] if changed else member), frozenset(clean)
 
 
 class EncodedMessages:
