@@ -26,6 +26,7 @@ from contextfold.messages import (
 from contextfold.tokens.counters import (
     IMAGE_TOKENS,
     IMAGE_TOKENS_LOW_DETAIL,
+    SHORT_TEXTS_REMEMBERED,
     ChatTemplate,
     HeuristicCounter,
     TiktokenCounter,
@@ -104,6 +105,79 @@ def test_a_long_text_counted_again_is_not_encoded_again(
     counter.count_text(text.replace("ok", "KO"))
     assert calls == [len(text), len(text)]  # the first text and the other one, once each
     assert first == again == TiktokenCounter("o200k_base", scale=1.1).count_text(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=80), min_size=1, max_size=30))
+def test_short_texts_counted_again_come_from_memory_equal_to_encoding_them(
+    texts: list[str],
+) -> None:
+    """Short texts are remembered too (a compaction counts the texts of each message it
+    rewrites again): every count, first, repeated or after the memo was emptied, is the
+    encoder's."""
+    encoder = encoding("o200k_base")
+    counter = TiktokenCounter("o200k_base", scale=1.1)
+    for text in [*texts, *texts]:
+        exact = round(len(encoder.encode_ordinary(text)) * 1.1)
+        assert counter.count_text(text) == exact
+        assert counter.count_text("".join(list(text))) == exact  # another object, same text
+    counter._short_texts = {(-1, i): 0 for i in range(SHORT_TEXTS_REMEMBERED)}  # a full memo
+    counter.count_text("a text not remembered yet, which empties the full memo")
+    assert len(counter._short_texts) == 1
+    for text in texts:
+        assert counter.count_text(text) == round(len(encoder.encode_ordinary(text)) * 1.1)
+
+
+def test_a_short_text_counted_again_is_not_encoded_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    counter = TiktokenCounter("o200k_base")
+    encoder = encoding("o200k_base")
+    calls: list[str] = []
+    real = encoder.encode_ordinary
+    monkeypatch.setattr(encoder, "encode_ordinary", lambda t: calls.append(t) or real(t))
+    text = '[masked] bash `pytest -q`: exit 1, 40 lines, last: "1 failed" → read_result ref_1'
+    assert counter.count_text(text) == counter.count_text("".join(list(text))) == len(real(text))
+    assert calls == [text]
+
+
+SUMMARY_PIECES = st.sampled_from(
+    [
+        "\n- ",
+        "\n",
+        "\n\n",
+        "\r\n",
+        "- ",
+        "-",
+        "/",
+        " ",
+        "  ",
+        "\t",
+        "## ",
+        "(none)",
+        ":",
+        "):",
+        "'s",
+        "'",
+        "x",
+        "Ab",
+        "12345",
+        "é",
+        "日本",
+        "🙂",
+        "[src: msg_1]",
+        "(ref_0123456789ab)",
+    ]
+)
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+@settings(max_examples=500, deadline=None)
+@given(pieces=st.lists(st.one_of(SUMMARY_PIECES, st.text(max_size=4)), max_size=40))
+def test_a_summary_counted_item_by_item_is_counted_whole(name: str, pieces: list[str]) -> None:
+    text = "".join(pieces)
+    counter = TiktokenCounter(name, scale=1.2)
+    whole = round(len(encoding(name).encode_ordinary(text)) * 1.2)
+    assert counter._count_summary(text) == whole
+    assert counter._count_summary(text) == whole  # again, from memory
 
 
 def test_special_token_text_is_counted_as_ordinary_text(o200k: TiktokenCounter) -> None:

@@ -20,7 +20,8 @@ from contextfold.compaction import CompactionContext, Compactor, StructuredSumma
 from contextfold.history.repair import repair
 from contextfold.messages import Message, SummaryPart
 from contextfold.outputs.intake import InMemoryBlobStore
-from contextfold.tokens.counters import HeuristicCounter
+from contextfold.tokens.counters import HeuristicCounter, TiktokenCounter
+from contextfold.tokens.tokenizers import encoding
 from contextfold.transcripts import load_transcripts
 from tests.compaction.conftest import CharCounter, agent_log, chat, make_ctx
 from tests.conftest import shared_path
@@ -67,7 +68,27 @@ def _commands(view: Sequence[Message]) -> list[str]:
 
 
 WORDS = st.sampled_from(
-    ["cat", "nl", "-n", "c'at'", '"cat"', "\\cat", "'nl'", "a.py", "x y", "|", ";", "'", '"']
+    [
+        "cat",
+        "nl",
+        "cd",
+        "-n",
+        "c'at'",
+        '"cat"',
+        "\\cat",
+        "ca\\t",
+        "'nl'",
+        "a.py",
+        "x y",
+        "|",
+        ";",
+        "'",
+        '"',
+        "#",
+        "&&",
+        "\\",
+        "\x00",
+    ]
 )
 BLANKS = st.sampled_from(["", " ", "\t", "\n", "\x0b", "\x0c", "\xa0", "\u2003", "\r"])
 
@@ -151,3 +172,27 @@ def test_a_remembered_summary_parse_is_a_fresh_parse(sessions: list[list[Message
         assert StructuredSummary.from_part(copy) == fresh  # lists, not tuples: parsed anew
         again = SummaryPart(part.text, {k: tuple(v) for k, v in part.sections.items()})
         assert StructuredSummary.from_part(again) == fresh
+
+
+def test_a_summary_counted_item_by_item_is_counted_whole_on_real_sessions(
+    sessions: list[list[Message]],
+) -> None:
+    """Summaries written on real sessions, and extended by the compactions after them: a
+    summary message counts as its text encoded whole (the counter counts it item by item)."""
+    counter = TiktokenCounter("o200k_base")
+    encoder = encoding("o200k_base")
+    texts: list[str] = []
+    for view in sessions:
+        ctx = _real_ctx(view)
+        for _ in range(3):  # each compaction extends the summary before it
+            result = Compactor.preset("summarize").compact(ctx)
+            texts += [m.text for m in result.view if m.meta.kind == "summary"]
+            if len(result.view) < 8:
+                break
+            ctx = _real_ctx(result.view)
+    assert len(texts) > 5
+    for text in texts:
+        message = Message("user", (SummaryPart(text, {}),))
+        empty = Message("user", (SummaryPart("", {}),))
+        whole = len(encoder.encode_ordinary(text))
+        assert counter.count_message(message) - counter.count_message(empty) == whole

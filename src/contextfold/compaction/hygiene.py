@@ -84,8 +84,10 @@ FILE_RESTORE_FLAG = "file_restore"
 _CONTENT_KEYS = ("content", "file_text", "contents", "text")
 """Arguments that hold a whole file's new content in a write (Write, write_file, create)."""
 _WHOLE_FILE_READERS = frozenset({"cat", "nl"})
-_WHOLE_FILE_STARTS = frozenset({"c", "n", "'", '"', "\\"})
-"""What the text of a command reading a whole file can start with (:func:`_reads_whole_file`)."""
+_FIRST_WORD = re.compile(r"[ \t\r\n]*([^ \t\r\n]*)")
+"""The first run of what shlex does not take for blanks (its whitespace is these four)."""
+_QUOTING = frozenset("'\"\\")
+"""What makes shlex's first word differ from the text's first run of non-blanks."""
 _LINE_PRINTERS = frozenset(
     {
         "cd",
@@ -210,10 +212,13 @@ def _shows_only_the_file(command: str) -> bool:
 
 def _reads_whole_file(command: str) -> bool:
     """True for ``cat <file>`` and ``nl <file>`` (``-n`` allowed), nothing else."""
-    # shlex's first word starts where the text does after blanks; unless it starts with a
-    # quote or an escape, it is cat or nl only if the text starts with c or n. Most reads are
-    # parts (sed -n, head), and parsing each new command was most of a compaction's hygiene.
-    if command.lstrip()[:1] not in _WHOLE_FILE_STARTS:
+    # Parsing each new command was most of a compaction's hygiene, and most reads are of parts
+    # (sed -n, head) or start elsewhere (cd): shlex's first word is the text's first run of
+    # non-blanks as it stands when that run holds no quote nor escape (whatever the rest holds,
+    # even an unbalanced quote: that answers False too).
+    first = _FIRST_WORD.match(command)
+    word = first.group(1) if first else ""
+    if word not in _WHOLE_FILE_READERS and not _QUOTING.intersection(word):
         return False
     try:
         words = shlex.split(command)

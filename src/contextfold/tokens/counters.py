@@ -80,8 +80,23 @@ DEFAULT_CACHE_SIZE = 16_384
 TEXTS_REMEMBERED = 256
 """Long texts whose counts a counter remembers by length and hash."""
 
+SHORT_TEXTS_REMEMBERED = 8_192
+"""Shorter texts whose counts a :class:`TiktokenCounter` remembers, by length and hash (the memo
+is emptied when full). A compaction counts each message it rewrites (a masked result, trimmed
+arguments) as a new message, though its texts were counted when it planned the edit, or when
+the message came in; encoding them again cost a tenth of a compaction's pipeline."""
+
+_SUMMARY_ITEM = "\n- "
+"""Where a rendered summary's items begin. Both encodings cut a text into pieces before merging
+bytes (``ENCODINGS``' patterns), and no piece runs from a line break into a ``-`` after it: a
+run of line breaks ends its piece, as does punctuation with the line breaks after it (o200k
+adds ``/``), and a word may start with one character that is not a line break. So a text
+counts as the sum of its parts cut just after such a line break."""
+
 REMEMBERED_TEXT_CHARS = 1_024
-"""From this length on, a text's count is remembered: one text is often counted twice in a row
+"""From this length on, a text's count is remembered among the long ones (a tiktoken counter
+remembers the shorter ones too, :data:`SHORT_TEXTS_REMEMBERED`): one text is often counted twice
+in a row
 (a tool output at intake, then inside its message), and hashing it costs a fraction of encoding
 it (CPython keeps a string's hash once computed)."""
 """Counts of texts longer than :data:`~contextfold.tokens.tokenizers.CHUNK_CHARS` a tiktoken counter
@@ -185,8 +200,10 @@ class _CounterBase:
         total = template.per_message
         results = 0
         for part in message.parts:
-            if isinstance(part, TextPart | SummaryPart):
+            if isinstance(part, TextPart):
                 total += self.count_text(part.text)
+            elif isinstance(part, SummaryPart):
+                total += self._count_summary(part.text)
             elif isinstance(part, ToolCallPart):
                 total += template.per_tool_call
                 total += self.count_text(part.name) + self.count_text(part.arguments)
@@ -201,6 +218,10 @@ class _CounterBase:
                 total += self.count_text(part.text or part.redacted_data or "")
         # Chat-completions sends each tool result as a message of its own.
         return total + template.per_message * max(0, results - 1)
+
+    def _count_summary(self, text: str) -> int:
+        """Tokens of a summary's text (a counter may count its items one by one)."""
+        return self.count_text(text)
 
     def cache_info(self) -> tuple[int, int]:
         """(entries held, maximum entries)."""
@@ -292,6 +313,8 @@ class TiktokenCounter(_CounterBase):
         super().__init__(template, cache_size)
         self.encoding = encoding
         self.scale = scale
+        self._short_texts: dict[tuple[int, int], int] = {}
+        """Counts of short texts by length and hash (see :data:`SHORT_TEXTS_REMEMBERED`)."""
 
     @property
     def name(self) -> str:
@@ -299,12 +322,38 @@ class TiktokenCounter(_CounterBase):
 
     def count_text(self, text: str) -> int:
         """Tokens of ``text`` (exact when ``scale`` is 1, but for huge texts: see the class)."""
-        if not text:
-            return 0
-        encoder = encoding(self.encoding)
-        if len(text) < REMEMBERED_TEXT_CHARS:
-            return _scaled(len(encoder.encode_ordinary(text)), self.scale)
-        return _scaled(int(self._remembered_text(text, self._encoded_length)), self.scale)
+        return _scaled(self._raw(text), self.scale) if text else 0
+
+    def _count_summary(self, text: str) -> int:
+        """Tokens of a summary's text: what :meth:`count_text` gives, item by item.
+
+        A summary is rewritten at each compaction, but most of its items come back as they
+        were; counting the items (remembered) instead of the whole text encodes only the new
+        ones. The sum is the whole count: the encoder cuts a text into pieces before merging
+        bytes, and never merges across a line break followed by ``-`` (see
+        :data:`_SUMMARY_ITEM`). A text long enough to be encoded in chunks is counted whole,
+        as :meth:`count_text` does.
+        """
+        if len(text) > CHUNK_CHARS or _SUMMARY_ITEM not in text:
+            return self.count_text(text)
+        pieces = text.split(_SUMMARY_ITEM)
+        last = len(pieces) - 1
+        raw = self._raw(pieces[0] + "\n") + self._raw("- " + pieces[last])
+        raw += sum(self._raw(f"- {piece}\n") for piece in pieces[1:last])
+        return _scaled(raw, self.scale)
+
+    def _raw(self, text: str) -> int:
+        """Unscaled tokens of a non-empty ``text``, remembered."""
+        if len(text) >= REMEMBERED_TEXT_CHARS:
+            return int(self._remembered_text(text, self._encoded_length))
+        # One dict, no lock: a lookup or a store is atomic, and a lost store costs a count.
+        key = (len(text), hash(text))
+        short = self._short_texts.get(key)
+        if short is None:
+            if len(self._short_texts) >= SHORT_TEXTS_REMEMBERED:
+                self._short_texts = {}
+            short = self._short_texts[key] = len(encoding(self.encoding).encode_ordinary(text))
+        return short
 
     def _encoded_length(self, text: str) -> int:
         encoder = encoding(self.encoding)
