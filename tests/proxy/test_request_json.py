@@ -184,3 +184,17 @@ def test_a_resent_history_is_not_read_again() -> None:
         json.dumps({"model": "m", "messages": later}, indent=1).encode(), resent=resent
     )
     assert three["messages"][0] is not two["messages"][0]
+
+
+def test_resent_bodies_keep_to_their_bounds() -> None:
+    resent = ResentBodies(size=2, max_chars=400)
+    for n in range(5):
+        history = [
+            {"role": "user", "content": f"conversation {n}"},
+            {"role": "user", "content": "x"},
+        ]
+        read_json(json.dumps({"messages": history}).encode(), resent=resent)
+    assert len(resent._read) == 2
+    big = [{"role": "user", "content": "y" * 500}]
+    read_json(json.dumps({"messages": big}).encode(), resent=resent)
+    assert len(resent._read) == 0 and resent._chars == 0  # over max_chars alone: not kept

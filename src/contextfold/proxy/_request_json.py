@@ -62,7 +62,7 @@ class ResentBodies:
     recent dropped first; at most ``max_chars`` of text in all), named by the body's text up to
     the end of its first message. For the event loop's use: not locked."""
 
-    def __init__(self, size: int = 32, max_chars: int = 64 * 1024 * 1024) -> None:
+    def __init__(self, size: int = 32, max_chars: int = 16 * 1024 * 1024) -> None:
         self.size = size
         self.max_chars = max_chars
         self._read: OrderedDict[str, _Read] = OrderedDict()
@@ -74,12 +74,12 @@ class ResentBodies:
     def put(self, first: str, read: _Read) -> None:
         old = self._read.pop(first, None)
         if old is not None:
-            self._chars -= len(old.prefix)
+            self._chars -= len(first) + len(old.prefix)
         self._read[first] = read
-        self._chars += len(read.prefix)
+        self._chars += len(first) + len(read.prefix)
         while len(self._read) > self.size or (self._chars > self.max_chars and self._read):
-            _, dropped = self._read.popitem(last=False)
-            self._chars -= len(dropped.prefix)
+            dropped_first, dropped = self._read.popitem(last=False)
+            self._chars -= len(dropped_first) + len(dropped.prefix)
 
 
 def read_json(
