@@ -34,7 +34,14 @@ from contextfold.tokens.counters import (
     counter_for,
 )
 from contextfold.tokens.estimator import ContextSizeEstimator
-from contextfold.tokens.tokenizers import CHUNK_CHARS, chunks, encoding
+from contextfold.tokens.tokenizers import (
+    CHUNK_CHARS,
+    chunks,
+    encoding,
+    heuristic_lines,
+    heuristic_parts,
+    heuristic_tokens,
+)
 from contextfold.tool_spec import ToolSpec
 
 PROSE = (
@@ -302,6 +309,56 @@ def test_heuristic_counts_are_non_negative_and_additive_ish(a: str, b: str) -> N
 
 
 # -- messages, tools, cache ----------------------------------------------------------------------
+
+
+_LINE_PIECES = st.sampled_from(
+    [
+        "- ",
+        "src/pkg/mod1.py",
+        "  ",
+        "\t",
+        "\r",
+        "\n",
+        " ",
+        "é",
+        "中文",
+        "=====",
+        "12345",
+        " 7",
+        "(ref_0123456789ab)",
+        "3f2a9c1d7e3f2a9c1d7e3f2a9c1d7e3f2a9c1d7e",
+        "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=",
+        "Errors:",
+        " " * 70,
+        "\u2028",
+        "\x85",
+        "_x",
+        "HTTPServer",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.lists(_LINE_PIECES | st.text(max_size=8), max_size=5).map("".join), max_size=8),
+    st.sampled_from([1.0, 1.1, 0.87]),
+)
+def test_counting_lines_is_counting_them_joined(lines: list[str], scale: float) -> None:
+    # Lines with breaks, blank lines and random runs alone on a line included: the parts are
+    # read again joined when they cannot be added.
+    joined = "\n".join(lines)
+    assert HeuristicCounter(scale=scale).count_lines(lines) == HeuristicCounter(
+        scale=scale
+    ).count_text(joined)
+    added = heuristic_lines([heuristic_parts(line) for line in lines])
+    if added is not None:
+        assert added == heuristic_tokens(joined)  # the same float, not merely the same count
+
+
+def test_a_ledger_like_listing_is_counted_from_its_lines() -> None:
+    lines = ["Files:", *(f"- src/pkg/mod{i}.py (ref_{i:012x})" for i in range(80)), "Errors:"]
+    assert heuristic_lines([heuristic_parts(line) for line in lines]) is not None
+    assert HeuristicCounter().count_lines(lines) == HeuristicCounter().count_text("\n".join(lines))
 
 
 def test_message_count_includes_calls_results_and_overhead(o200k: TiktokenCounter) -> None:

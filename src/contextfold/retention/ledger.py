@@ -218,15 +218,19 @@ class Ledger:
     @cached_property
     def _rendered(self) -> str:
         # Rendered once per ledger: a ledger never changes, and every request carries it.
+        return "\n".join(self._lines)
+
+    @cached_property
+    def _lines(self) -> list[str]:
         if not self.items:
-            return ""
+            return []
         lines = [LEDGER_HEADER]
         for kind in LEDGER_KINDS:
             items = self.of_kind(kind)
             if items:
                 lines.append(f"{_TITLES[kind]}:")
                 lines.extend(i.line() for i in items)
-        return "\n".join(lines)
+        return lines
 
     def tokens(self) -> int:
         """Estimated tokens of :meth:`render`."""
@@ -234,7 +238,9 @@ class Ledger:
 
     @cached_property
     def _tokens(self) -> int:
-        return _COUNTER.count_text(self.render())
+        # Line by line (the same count): :meth:`merged` counts ledgers that share most lines
+        # with the ones it counted before, cutting a few items at a time.
+        return _COUNTER.count_lines(self._lines)
 
     def merged(self, newer: Iterable[LedgerItem], *, max_tokens: int = MAX_LEDGER_TOKENS) -> Ledger:
         """This ledger with ``newer`` items after it, bounded.

@@ -25,7 +25,7 @@ import json
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from contextfold.messages import (
@@ -46,8 +46,11 @@ from contextfold.tokens.tokenizers import (
     SAMPLE_ABOVE,
     SAMPLE_WINDOW,
     SAMPLE_WINDOWS,
+    HeuristicParts,
     chunks,
     encoding,
+    heuristic_lines,
+    heuristic_parts,
     heuristic_tokens,
 )
 from contextfold.tool_spec import ToolSpec
@@ -93,6 +96,8 @@ run of line breaks ends its piece, as does punctuation with the line breaks afte
 adds ``/``), and a word may start with one character that is not a line break. So a text
 counts as the sum of its parts cut just after such a line break."""
 
+LINE_PARTS_CACHE_SIZE = 4_096
+"""Lines whose heuristic parts :meth:`HeuristicCounter.count_lines` remembers."""
 REMEMBERED_TEXT_CHARS = 1_024
 """From this length on, a text's count is remembered among the long ones (a tiktoken counter
 remembers the shorter ones too, :data:`SHORT_TEXTS_REMEMBERED`): one text is often counted twice
@@ -271,7 +276,27 @@ class HeuristicCounter(_CounterBase):
             estimate = self._remembered_text(text, _heuristic_estimate)
         else:
             estimate = _heuristic_estimate(text)
+        return self._estimated(estimate)
+
+    def count_lines(self, lines: Sequence[str]) -> int:
+        """``count_text("\\n".join(lines))``, from each line's parts, remembered by line: a
+        listing counted again as lines come and go (the artifact ledger, cut until it fits its
+        budget) reads each line once. Joined, the lines must be short enough not to be
+        sampled; lines the parts cannot join (see
+        :func:`~contextfold.tokens.tokenizers.heuristic_lines`) are counted joined."""
+        if sum(map(len, lines)) + len(lines) - 1 <= SAMPLE_ABOVE:
+            estimate = heuristic_lines([_line_parts(line) for line in lines])
+            if estimate is not None:
+                return self._estimated(estimate)
+        return self.count_text("\n".join(lines))
+
+    def _estimated(self, estimate: float) -> int:
         return max(1, math.ceil(estimate * self.scale))
+
+
+@functools.lru_cache(maxsize=LINE_PARTS_CACHE_SIZE)
+def _line_parts(line: str) -> HeuristicParts:
+    return heuristic_parts(line)
 
 
 def _heuristic_estimate(text: str) -> float:

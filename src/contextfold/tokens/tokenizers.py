@@ -8,7 +8,8 @@ import gzip
 import hashlib
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -101,14 +102,71 @@ def _is_random(run: str) -> bool:
 
 def heuristic_tokens(text: str) -> float:
     tokens = 0.0
-    if _RANDOM_RUN.search(text):
-        for run in _RANDOM_RUN.findall(text):
-            if _is_random(run):
-                per = _HEX_CHARS_PER_TOKEN if _HEX_RUN.fullmatch(run) else _BASE64_CHARS_PER_TOKEN
-                tokens += len(run) / per
-        text = _RANDOM_RUN.sub(lambda m: " " if _is_random(m[0]) else m[0], text)
+    runs, text = _random_runs(text)
+    for run in runs:
+        tokens += run
     for _, pattern, cost in _HEURISTIC_CLASSES:
         tokens += cost * len(pattern.findall(text))
+    return tokens
+
+
+def _random_runs(text: str) -> tuple[list[float], str]:
+    """The tokens of each random run of ``text``, in order, and ``text`` with each of them
+    blanked (a space)."""
+    if not _RANDOM_RUN.search(text):
+        return [], text
+    tokens: list[float] = []
+    for run in _RANDOM_RUN.findall(text):
+        if _is_random(run):
+            per = _HEX_CHARS_PER_TOKEN if _HEX_RUN.fullmatch(run) else _BASE64_CHARS_PER_TOKEN
+            tokens.append(len(run) / per)
+    return tokens, _RANDOM_RUN.sub(lambda m: " " if _is_random(m[0]) else m[0], text)
+
+
+@dataclass(frozen=True, slots=True)
+class HeuristicParts:
+    """What :func:`heuristic_tokens` counts in one line of text, to count lines joined by line
+    breaks without reading them again (see :func:`heuristic_lines`)."""
+
+    runs: tuple[float, ...]
+    """The tokens of each random run, in order."""
+    matches: tuple[int, ...]
+    """The matches of each class, random runs blanked."""
+    joinable: bool
+    """The line, random runs blanked, holds no line break and something other than whitespace."""
+
+
+def heuristic_parts(line: str) -> HeuristicParts:
+    """What :func:`heuristic_tokens` counts in ``line``."""
+    runs, line = _random_runs(line)
+    matches = tuple(len(pattern.findall(line)) for _, pattern, _ in _HEURISTIC_CLASSES)
+    return HeuristicParts(
+        tuple(runs), matches, "\n" not in line and not line.isspace() and bool(line)
+    )
+
+
+_NEWLINE_CLASS = next(i for i, (name, _, _) in enumerate(_HEURISTIC_CLASSES) if name == "newline")
+
+
+def heuristic_lines(lines: Sequence[HeuristicParts]) -> float | None:
+    """``heuristic_tokens("\\n".join(texts))`` from the parts of ``texts``, the same float; ``None``
+    when a line is not joinable.
+
+    No class's match takes a line break but the newline class's (``\\s*\\n``, one match per run
+    of whitespace holding line breaks) and no random run holds one, so between joinable lines
+    (none empty, none blank once its runs are blanked) each break is one newline match of its
+    own, and every other match is one of a line read alone. The runs' tokens and then each
+    class's are added in the order :func:`heuristic_tokens` adds them."""
+    if not lines or not all(part.joinable for part in lines):
+        return None
+    tokens = 0.0
+    for part in lines:
+        for run in part.runs:
+            tokens += run
+    totals = [sum(column) for column in zip(*(part.matches for part in lines), strict=True)]
+    totals[_NEWLINE_CLASS] += len(lines) - 1
+    for (_, _, cost), matches in zip(_HEURISTIC_CLASSES, totals, strict=True):
+        tokens += cost * matches
     return tokens
 
 
