@@ -148,18 +148,23 @@ class _EncodedPart(NamedTuple):
 
 
 def _item_key(item: Any) -> Hashable:
-    """``item`` by content, hashable (a string, a list of strings, an object of strings and
-    nulls), or ``None`` for any other item (redacted every time). The type is part of the key:
-    a list and an object of the same strings are different items."""
+    """``item`` by content, hashable: a list or an object of scalars, or a scalar; ``None``
+    for any other item (redacted every time). Strings are compared exactly; ``1`` and ``True``
+    may share a key, which is harmless: redaction changes only strings. The type is part of the
+    key, so a list and an object never share one."""
     kind = type(item)
-    if kind is str:
-        text: str = item
-        return text
-    if kind is list and all(type(x) is str for x in item):
-        return (list, *item)
-    if kind is dict and all(type(x) is str or x is None for x in item.values()):
-        return (dict, *item.items())
-    return None
+    key: Hashable
+    if kind is list:
+        key = (list, *item)
+    elif kind is dict:
+        key = (dict, *item.items())
+    else:
+        key = (kind, item)
+    try:
+        hash(key)
+    except TypeError:
+        return None  # it holds a list or an object
+    return key
 
 
 def _redacted_member(
@@ -173,11 +178,13 @@ def _redacted_member(
         pair = {key: value}
         redacted = redact_json(pair, member if len(member) <= PREFILTERED_CHARS else None)
         return (member if redacted is pair else dumps(redacted)[1:-1]), frozenset()
+    keys = [_item_key(item) for item in value]
+    if known_clean.issuperset(keys):  # the common case: items reordered, or dropped
+        return member, frozenset(keys)
     items: list[Any] = []
     clean: set[Hashable] = set()
     changed = False
-    for item in value:
-        item_key = _item_key(item)
+    for item, item_key in zip(value, keys, strict=True):
         if item_key is not None and item_key in known_clean:
             clean.add(item_key)
             items.append(item)
