@@ -177,8 +177,26 @@ def _with_ledger(view: list[Message], prompt: _Prompt) -> list[Message]:
     if at is None:
         return view
     out = list(view)
-    out[at] = replace(out[at], parts=(*out[at].parts, TextPart(prompt.ledger_text)))
+    out[at] = _summary_with_ledger(out[at], prompt.ledger_text)
     return out
+
+
+_latest_with_ledger: tuple[Message, str, Message] | None = None
+"""The latest summary message, ledger text and the message carrying both."""
+
+
+def _summary_with_ledger(summary: Message, ledger: str) -> Message:
+    """``summary`` with ``ledger`` as its last part. Both change only at a compaction, so the
+    message of the turn before is handed out again (one object turn after turn: what was
+    computed from it, the request's token counts or an integration's conversion of it, is found
+    again by identity)."""
+    global _latest_with_ledger
+    latest = _latest_with_ledger
+    if latest is not None and latest[0] is summary and latest[1] == ledger:
+        return latest[2]
+    made = replace(summary, parts=(*summary.parts, TextPart(ledger)))
+    _latest_with_ledger = (summary, ledger, made)
+    return made
 
 
 def _tools_step(core: SessionCore, tools: Sequence[ToolSpec], engine_tools: bool) -> _Tools:
