@@ -196,3 +196,24 @@ def test_a_summary_counted_item_by_item_is_counted_whole_on_real_sessions(
         empty = Message("user", (SummaryPart("", {}),))
         whole = len(encoder.encode_ordinary(text))
         assert counter.count_message(message) - counter.count_message(empty) == whole
+
+
+def test_the_reads_of_a_view_asked_again_are_its_reads(sessions: list[list[Message]]) -> None:
+    """file_reads remembers the last view it read: asked again for the same messages (another
+    list of them), for a view of the same length with one message changed, or for another
+    view, it answers what reading the view anew gives."""
+    for view in sessions:
+        fresh = hygiene._file_reads(view)
+        assert hygiene.file_reads(view) == fresh
+        assert hygiene.file_reads(list(view)) == fresh  # the same messages, another list
+        assert hygiene.file_reads(tuple(view)) == fresh
+        first = hygiene.file_reads(view)
+        first.clear()  # a caller's list is its own
+        assert hygiene.file_reads(view) == fresh
+        ctx = _real_ctx(view)
+        masked = Compactor.preset("mask-first").mask(ctx).view
+        if len(masked) == len(view):
+            assert hygiene.file_reads(masked) == hygiene._file_reads(masked)
+        shorter = view[: len(view) // 2]
+        assert hygiene.file_reads(shorter) == hygiene._file_reads(shorter)
+        assert hygiene.file_reads(view) == fresh

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import posixpath
 import re
 import shlex
@@ -140,12 +141,28 @@ class FileRead:
         return self.slot.call
 
 
+_last_reads: tuple[tuple[Message, ...], tuple[FileRead, ...]] = ((), ())
+"""The view :func:`file_reads` last read, and its reads. A compaction asks twice for the reads
+of the same messages: superseded reads, then the files to restore after its summary (the same
+view when nothing was truncated before them). It holds the messages, so their ids stay theirs."""
+
+
 def file_reads(view: Sequence[Message]) -> list[FileRead]:
     """Every tool result of ``view`` that read exactly one file, oldest first.
 
     What counts as a read, and which file, is what the summary's fact extraction says
     (:func:`~contextfold.history.facts.tool_actions`): named read tools and shell readers.
     """
+    global _last_reads
+    last_view, last = _last_reads
+    if len(last_view) == len(view) and all(map(operator.is_, last_view, view)):
+        return list(last)
+    reads = _file_reads(view)
+    _last_reads = (tuple(view), tuple(reads))
+    return reads
+
+
+def _file_reads(view: Sequence[Message]) -> list[FileRead]:
     reads: list[FileRead] = []
     for slot in result_slots(view):
         action = _classified(slot.call) if slot.call is not None else None
