@@ -249,9 +249,14 @@ _TEXTS = st.lists(_WORDS, max_size=12).map(lambda w: normalize(" ".join(w).repla
     texts=st.lists(_TEXTS, max_size=8),
     later=st.lists(_TEXTS, max_size=4),
     searched_anchors=st.sampled_from([0, 4, 1_000]),
+    split=st.booleans(),
 )
 def test_the_fact_index_answers_what_a_plain_search_does(
-    needles: list[list[str]], texts: list[str], later: list[str], searched_anchors: int
+    needles: list[list[str]],
+    texts: list[str],
+    later: list[str],
+    searched_anchors: int,
+    split: bool,
 ) -> None:
     facts = [(f"fact{i}", tuple(n)) for i, n in enumerate(needles)]
     with pytest.MonkeyPatch.context() as patch:
@@ -259,7 +264,7 @@ def test_the_fact_index_answers_what_a_plain_search_does(
         index = fact_index.FactIndex()
         index.hold(texts)
         index.add_facts(facts[: len(facts) // 2])
-        index.hold(later)
+        index.hold(later, split=split)
         index.add_facts(facts)
         for text in {*texts, *later}:
             assert index.shown(text) == {k for k, ns in facts if any(n in text for n in ns)}

@@ -112,10 +112,13 @@ class FactIndex:
         if new and self._shown:
             self._find_in(list(self._shown), new)
 
-    def hold(self, texts: Iterable[str]) -> None:
-        """Hold each text not held yet, searched for every known fact."""
+    def hold(self, texts: Iterable[str], *, split: bool = False) -> None:
+        """Hold each text not held yet, searched for every known fact (``split``: through its
+        tokens, which :meth:`finder` is about to need)."""
         fresh = [t for t in dict.fromkeys(texts) if t not in self._shown]
         for text in fresh:
+            if split:
+                self._token_set(text)
             self._shown[text] = self._search(text) if self._anchors else set()
         if fresh and self._loose:
             self._find_in(fresh, self._loose)
@@ -125,7 +128,7 @@ class FactIndex:
         whose inner tokens it all holds, and that it contains."""
         has: Callable[[bytes], bool]
         anchors: Iterable[bytes]
-        if len(self._anchors) > SEARCHED_ANCHORS:
+        if len(self._anchors) > SEARCHED_ANCHORS or text in self._tokens:
             tokens = self._token_set(text)
             has, anchors = tokens.__contains__, tokens & self._anchors
         else:

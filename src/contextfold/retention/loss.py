@@ -373,7 +373,7 @@ class LossTracker:
         :func:`left_the_view`), each wording looked up once."""
         read = self._read_messages(after).values()
         texts = [t for _, m in read if not m.summary for t in m.texts]
-        self._index.hold(texts)
+        self._index.hold(texts, split=True)
         found = self._index.finder(texts)
         shown: dict[tuple[str, ...], bool] = {}
         left: list[LedgerItem] = []

@@ -115,7 +115,7 @@ def probes_for(messages: Sequence[Message]) -> list[Probe]:
     probes += [Probe("errors", f.text, (_needle(f.text),), f.sources) for f in facts.errors]
     if facts.task is not None:
         # Redacted before the cut: half a secret no longer looks like one (the text is stored).
-        task = task_probe_text(redact_text(facts.task.text))
+        task = _task_probe(facts.task.text)
         if task:
             probes.append(Probe("task", task, (_needle(task),), facts.task.sources))
     probes += [
@@ -147,6 +147,13 @@ def task_probe_text(task: str) -> str:
         ):
             return sentence[:TASK_PROBE_MAX_CHARS]
     return " ".join(task.split())[:TASK_PROBE_MAX_CHARS]
+
+
+@lru_cache(maxsize=64)
+def _task_probe(task: str) -> str:
+    """:func:`task_probe_text` of the redacted task (remembered: every loss report probes the
+    same task)."""
+    return task_probe_text(redact_text(task))
 
 
 def _needle(text: str) -> str:
