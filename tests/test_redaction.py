@@ -191,3 +191,18 @@ def test_remembered_long_texts_equal_the_full_scan(parts: list[str], repeat: int
     full = redactor._redact(text)
     assert redact_text(text) == full
     assert redact_text("".join([_FILLER * (1 + repeat), *parts])) == full
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(_PIECES)
+        | st.text(alphabet=st.sampled_from(" \n\\\"'=:-_/.aAkKeEyYtTo0[]"), max_size=12)
+        | st.text(max_size=12),
+        max_size=4,
+    )
+)
+def test_short_texts_redact_as_the_full_scan_does(parts: list[str]) -> None:
+    # A short text no rule can start in is returned without the scan: the same text.
+    text = "".join(parts)[: redactor.CACHED_TEXT_CHARS]
+    assert redact_text(text) == (redactor._redact(text) if len(text) >= 8 else text)

@@ -91,6 +91,10 @@ _WORD_FINDERS: tuple[tuple[str, tuple[Callable[[str, int], Span | None], ...]], 
 )
 
 
+_WORDS = re.compile("|".join(re.escape(word) for word, _ in _WORD_FINDERS))
+"""Any of the words, in one search (what ``any(word in text ...)`` says, in half the time)."""
+
+
 def marker(kind: str) -> str:
     """The text that replaces a secret of ``kind``."""
     return f"{MARKER_PREFIX}{kind}]"
@@ -109,8 +113,7 @@ def might_hold_secret(text: str) -> bool:
     whose text this is: no trigger or word holds a character JSON escapes)."""
     if _TRIGGERS.search(text) is not None:
         return True
-    lowered = _lower(text)
-    return any(word in lowered for word, _ in _WORD_FINDERS)
+    return _WORDS.search(_lower(text)) is not None
 
 
 def _secret_spans(text: str) -> list[Span]:
@@ -219,6 +222,11 @@ def _redact(text: str) -> str:
 
 @lru_cache(maxsize=CACHED_TEXTS)
 def _redact_short(text: str) -> str:
+    # Most short texts are ids, paths and placeholders in which no rule can start: the check
+    # for that is a third of a scan, and a scan of such a text finds nothing (no trigger wakes a
+    # rule, no word calls a finder). Long texts nearly always hold a word: scanned directly.
+    if not might_hold_secret(text):
+        return text
     return _redact(text)
 
 
