@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold.compaction import CompactionContext, Compactor, StructuredSummary, hygiene
+from contextfold.engine._sizes import CompactionCounter, ViewSizes
 from contextfold.history.repair import repair
 from contextfold.messages import Message, SummaryPart
 from contextfold.outputs.intake import InMemoryBlobStore
@@ -217,3 +218,36 @@ def test_the_reads_of_a_view_asked_again_are_its_reads(sessions: list[list[Messa
         shorter = view[: len(view) // 2]
         assert hygiene.file_reads(shorter) == hygiene._file_reads(shorter)
         assert hygiene.file_reads(view) == fresh
+
+
+@pytest.mark.parametrize("counter_name", ["o200k_base", "heuristic"])
+def test_the_compaction_counter_counts_what_the_engine_counter_counts(
+    sessions: list[list[Message]], counter_name: str
+) -> None:
+    """The counter a compaction gets answers view messages from the session's counts, and
+    counts the messages it rewrites from the texts it remembers: every message before and
+    after each compaction (and the summaries, masked copies and notes it made) counts as a
+    fresh counter counts it."""
+    for view in sessions[:4]:
+        engine_counter = (
+            TiktokenCounter("o200k_base") if counter_name == "o200k_base" else HeuristicCounter()
+        )
+        fresh = (
+            TiktokenCounter("o200k_base") if counter_name == "o200k_base" else HeuristicCounter()
+        )
+        counter = CompactionCounter(engine_counter, ViewSizes(engine_counter, view))
+        total = fresh.count_messages(view)
+        window = max(4_000, int(total * 0.8))
+        ctx = CompactionContext(
+            view=tuple(view),
+            counter=counter,
+            target_tokens=window // 2,
+            window_tokens=window,
+            blobs=InMemoryBlobStore(),
+            session_id=SESSION,
+        )
+        for preset in ("mask-first", "summarize"):
+            result = Compactor.preset(preset).compact(ctx)
+            assert result.after_tokens == fresh.count_messages(result.view)
+            for message in (*result.view, *view):
+                assert counter.count_message(message) == fresh.count_message(message)

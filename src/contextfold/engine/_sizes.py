@@ -18,6 +18,9 @@ from contextfold.tool_spec import ToolSpec
 
 __all__ = ["CompactionCounter", "ViewSizes"]
 
+_MADE_MEMO_MAX = 1_024
+"""Messages outside the view whose counts :class:`CompactionCounter` remembers (held alive)."""
+
 _TEXT_MEMO_MAX = 8_192
 """Texts whose counts :class:`CompactionCounter` remembers (keys are small: hash and length)."""
 
@@ -100,6 +103,9 @@ class CompactionCounter:
         self.counter = counter
         self.sizes = sizes
         self._texts: dict[tuple[int, int], int] = {}
+        self._made: dict[int, tuple[Message, int]] = {}
+        """Counts of messages outside the view, by object: those a compaction made (a masked
+        copy is counted when its edit is weighed, and again when a summary replaces it)."""
 
     def count_text(self, text: str) -> int:
         """Tokens of ``text``, remembered."""
@@ -114,11 +120,25 @@ class CompactionCounter:
         return tokens
 
     def count_message(self, message: Message) -> int:
-        """Tokens of one message: the remembered count for a view message."""
+        """Tokens of one message: the remembered count for a view message, else the engine
+        counter's, with the texts this counter remembers not counted again (a message a
+        compaction rewrote holds the texts its plan counted: a placeholder, trimmed
+        arguments)."""
         known = self.sizes.by_id.get(id(message))
         if known is not None and known[0] is message:
             return known[1]
-        return self.counter.count_message(message)
+        made = self._made.get(id(message))
+        if made is not None and made[0] is message:
+            return made[1]
+        count_with = getattr(self.counter, "count_message_with", None)
+        if count_with is None:
+            tokens: int = self.counter.count_message(message)
+        else:
+            tokens = count_with(message, self.count_text)
+        if len(self._made) >= _MADE_MEMO_MAX:
+            self._made = {}
+        self._made[id(message)] = (message, tokens)
+        return tokens
 
     def count_messages(self, messages: Iterable[Message]) -> int:
         """Tokens of the agent-visible messages among ``messages``."""

@@ -137,6 +137,14 @@ class _CounterBase:
         """Tokens of one message as rendered in a request (cached by id and content)."""
         return self._remembered(_message_key(message), lambda: self._count_uncached(message))
 
+    def count_message_with(self, message: Message, count_text: Callable[[str], int]) -> int:
+        """:meth:`count_message`, with the texts of a message not remembered yet counted by
+        ``count_text``: a caller's memory of this counter's :meth:`count_text`, which must give
+        what it gives (a compaction has counted the texts of the messages it rewrites)."""
+        return self._remembered(
+            _message_key(message), lambda: self._count_uncached(message, count_text)
+        )
+
     def _remembered(self, key: tuple[str, int], count: Callable[[], int]) -> int:
         """``count()``, remembered under ``key`` in the bounded cache."""
         with self._lock:
@@ -200,27 +208,30 @@ class _CounterBase:
             + self.count_text(schema)
         )
 
-    def _count_uncached(self, message: Message) -> int:
+    def _count_uncached(
+        self, message: Message, count_text: Callable[[str], int] | None = None
+    ) -> int:
+        count = count_text or self.count_text
         template = self.template
         total = template.per_message
         results = 0
         for part in message.parts:
             if isinstance(part, TextPart):
-                total += self.count_text(part.text)
+                total += count(part.text)
             elif isinstance(part, SummaryPart):
-                total += self._count_summary(part.text)
+                total += self._count_summary(part.text)  # item by item: see TiktokenCounter
             elif isinstance(part, ToolCallPart):
                 total += template.per_tool_call
-                total += self.count_text(part.name) + self.count_text(part.arguments)
+                total += count(part.name) + count(part.arguments)
             elif isinstance(part, ToolResultPart):
                 results += 1
-                total += self.count_text(part.content) + sum(_image(i) for i in part.images)
+                total += count(part.content) + sum(_image(i) for i in part.images)
             elif isinstance(part, ImagePart):
                 total += _image(part)
             elif isinstance(part, ThinkingPart):
                 # Counted although some providers drop reasoning from later requests: a high
                 # estimate costs an early compaction, a low one costs an overflow.
-                total += self.count_text(part.text or part.redacted_data or "")
+                total += count(part.text or part.redacted_data or "")
         # Chat-completions sends each tool result as a message of its own.
         return total + template.per_message * max(0, results - 1)
 
