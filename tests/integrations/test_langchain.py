@@ -483,3 +483,37 @@ def test_the_example_runs() -> None:
         [sys.executable, str(EXAMPLE)], check=True, timeout=120, capture_output=True, text=True
     )
     assert "tokens" in done.stdout
+
+
+def _history(turns: int, start: int = 0) -> list[BaseMessage]:
+    history: list[BaseMessage] = [HumanMessage("count the lines")]
+    for i in range(start, start + turns):
+        call = {"name": "seq", "args": {"count": i % 3}, "id": f"call_{i}", "type": "tool_call"}
+        history.append(AIMessage(content="again" if i % 2 else "", tool_calls=[call]))
+        # Every third output repeats one already given: the later one holds the key.
+        history.append(ToolMessage(f"line {i % 3}", tool_call_id=f"call_{i}", name="seq"))
+    return history
+
+
+def test_the_map_of_a_growing_history_equals_the_map_made_afresh(tmp_path: Path) -> None:
+    """The middleware extends the map of the call before when the history grew by appending,
+    and makes it again when the history was rewritten: either way it equals the map made from
+    the whole history (last message of a key wins)."""
+    from contextfold.integrations.langchain import _unchanged_key
+
+    middleware = ContextFoldMiddleware(_engine(tmp_path / "s.db"))
+    full, rewritten = _history(12), _history(6, start=40)
+    # The middleware converts each message object once: the same history, the same objects.
+    converted = dict(zip(map(id, full + rewritten), to_messages(full + rewritten), strict=True))
+    calls = [full[:3], full[:9], full[:9], full, rewritten, [*rewritten, *full[1:4]]]
+    extended = []
+    previous: object = None
+    for history in calls:
+        neutral = [converted[id(m)] for m in history]
+        fresh = {_unchanged_key(c): o for c, o in zip(neutral, history, strict=True)}
+        got = middleware._originals(history, neutral)
+        assert got.keys() == fresh.keys()
+        assert all(got[k] is fresh[k] for k in fresh)
+        extended.append(got is previous)
+        previous = got
+    assert extended == [False, True, True, True, False, True]

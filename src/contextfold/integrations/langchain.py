@@ -84,6 +84,9 @@ class ContextFoldMiddleware(AgentMiddleware):
         self._converted: dict[int, tuple[BaseMessage, Message]] = {}
         self._keys: LatestObjects[_Key] = LatestObjects()
         self._views: LatestObjects[list[AnyMessage]] = LatestObjects()
+        self._last_originals: (
+            tuple[list[AnyMessage], list[Message], dict[_Key, AnyMessage]] | None
+        ) = None
         self._specs: LatestObjects[tuple[tuple[object, ...], ToolSpec]] = LatestObjects()
         self._lock = threading.Lock()
         self.tools: Sequence[BaseTool] = [self._read_result_tool()]
@@ -227,15 +230,30 @@ class ContextFoldMiddleware(AgentMiddleware):
     def _originals(
         self, history: Sequence[AnyMessage], neutral: Sequence[Message]
     ) -> dict[_Key, AnyMessage]:
-        """The history's messages by what must match for a view message to be one of them."""
+        """The history's messages by what must match for a view message to be one of them (the
+        last one holding a key wins). The history of the call before usually starts this one,
+        with the same objects: its map is extended with what is new, not made again (a call
+        would otherwise read the whole history each time the view holds a new message)."""
         originals: dict[_Key, AnyMessage] = {}
-        for converted, original in zip(neutral, history, strict=True):
+        start = 0
+        last = self._last_originals
+        if last is not None:
+            held_history, held_neutral, held = last
+            known = len(held_history)
+            if (
+                known <= len(history)
+                and same_objects(held_history, history[:known])
+                and same_objects(held_neutral, neutral[:known])
+            ):
+                originals, start = held, known
+        for converted, original in zip(neutral[start:], history[start:], strict=True):
             key = self._keys.get((converted,))
             if key is None:
                 key = _unchanged_key(converted)
                 self._keys.keep((converted,), key)
             originals[key] = original
         self._keys.rotate()
+        self._last_originals = (list(history), list(neutral), originals)
         return originals
 
     def _record(
