@@ -27,6 +27,7 @@ from contextfold.transcripts import load_transcript
 from contextfold.wire import from_openai, to_anthropic, to_openai
 from contextfold.wire.anthropic import from_anthropic_message, tools_to_anthropic
 from contextfold.wire.chat_completions import tools_to_openai
+from tests.conftest import TRAJECTORIES
 from tests.proxy.servers import serve
 from tests.proxy.upstreams import Protocol, Reply, ScriptedUpstream, ToolCall, UpstreamError
 
@@ -39,7 +40,7 @@ def _said(message: Message) -> tuple[object, ...]:
     return message.role, message.text.strip(), calls
 
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "trajectories"
+DATA = TRAJECTORIES
 WINDOW = 32_000
 SESSION_HEADER = "x-contextfold-session"
 API_KEY = "sk-test-replay"

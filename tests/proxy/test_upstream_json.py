@@ -9,13 +9,23 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.proxy._upstream_json import LONG_CHARS, WORTH_TOKENS, BodyEncoder
+from contextfold.proxy._upstream_json import (
+    LONG_CHARS,
+    SHARED_WORTH_TOKENS,
+    WORTH_TOKENS,
+    BodyEncoder,
+)
+from contextfold.wire.anthropic import SharedBlock
 
 _TEXT = st.text(max_size=40) | st.text(min_size=LONG_CHARS, max_size=LONG_CHARS + 200)
 _PLAIN = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _TEXT
 _VALUES = st.recursive(
     _PLAIN,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=8), inner)
+        | st.dictionaries(st.text(max_size=8), inner).map(SharedBlock)
+    ),
     max_leaves=20,
 )
 
@@ -30,6 +40,7 @@ def test_the_bytes_are_json_dumps_bytes_each_time(bodies: list[Any]) -> None:
     encoder = BodyEncoder()
     for body in bodies + bodies:  # the second time, from what was remembered
         assert encoder.encode(body, tokens=WORTH_TOKENS) == _json(body)
+        assert encoder.encode(body, tokens=SHARED_WORTH_TOKENS) == _json(body)
         assert encoder.encode(body, tokens=0) == _json(body)
 
 
@@ -61,3 +72,25 @@ def test_the_remembered_encodings_stay_within_their_bound() -> None:
         encoder.encode(_body(f"{index} " + "y" * 1_000), tokens=WORTH_TOKENS)
     assert 0 < encoder._bytes <= 10_000
     assert encoder._bytes == sum(len(b) for b in encoder._encoded.values())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(_VALUES, max_size=5), min_size=1, max_size=6), st.data())
+def test_a_view_of_shared_blocks_is_written_as_json_dumps_writes_it(
+    turns: list[list[Any]], data: st.DataObject
+) -> None:
+    """The proxy's bodies: messages of shared blocks, resent request after request, with a
+    marked copy here and there (a cache breakpoint) and plain blocks among them."""
+    encoder = BodyEncoder()
+    messages: list[dict[str, Any]] = []
+    for values in turns:
+        blocks: list[Any] = [SharedBlock({"type": "text", "text": v, "n": 1}) for v in values]
+        messages.append({"role": "user", "content": blocks})
+        sent = [{"role": m["role"], "content": list(m["content"])} for m in messages]
+        marked = data.draw(st.integers(0, len(sent) - 1))
+        if sent[marked]["content"]:
+            last = sent[marked]["content"][-1]
+            sent[marked]["content"][-1] = {**last, "cache_control": {"type": "ephemeral"}}
+        body = {"model": "m", "messages": sent, "max_tokens": 9}
+        for tokens in (0, SHARED_WORTH_TOKENS, WORTH_TOKENS):
+            assert encoder.encode(body, tokens=tokens) == _json(body)

@@ -4,14 +4,18 @@ from scratch, call after call, whatever the caller did to the blocks of an earli
 
 from __future__ import annotations
 
+import copy
+import json
+import pickle
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextfold.messages import Message
 from contextfold.transcripts import load_transcript
-from contextfold.wire.anthropic import WireBlocks, to_anthropic
+from contextfold.wire.anthropic import SharedBlock, WireBlocks, to_anthropic
 from tests.conftest import shared_path
 from tests.strategies import messages
 
@@ -24,12 +28,20 @@ def _both(
         history, message_breakpoints=breakpoints, inline_system=inline, remembered=remembered
     )
     assert again == fresh
-    # What a caller does to its request (a breakpoint set, another removed, a turn merged)
-    # reaches no later one.
+    assert json.dumps(again.messages) == json.dumps(fresh.messages)
+    # A shared block is unmarked, and cannot be changed: a caller marks a copy (as to_anthropic
+    # does), and what it does to its request (a breakpoint set, a turn merged) reaches no
+    # later one.
     for message in again.messages:
-        for block in message["content"]:
-            block["cache_control"] = {"type": "ephemeral"}
-        message["content"].append({"type": "text", "text": "added"})
+        content = message["content"]
+        for index, block in enumerate(content):
+            if isinstance(block, SharedBlock):
+                assert "cache_control" not in block
+                assert block.encoded() == json.dumps(block, ensure_ascii=False).encode()
+                with pytest.raises(TypeError):
+                    block["cache_control"] = {"type": "ephemeral"}
+            content[index] = {**block, "cache_control": {"type": "ephemeral"}}
+        content.append({"type": "text", "text": "added"})
 
 
 @settings(max_examples=150, deadline=None)
@@ -55,3 +67,22 @@ def test_remembered_blocks_on_a_real_session_turn_after_turn() -> None:
     for grown in range(1, len(history) + 1, 7):
         _both(history[:grown], remembered, [-1, -3], inline=False)
     _both(history, remembered, [-1], inline=True)
+
+
+def test_a_shared_block_refuses_every_change_and_copies_as_itself() -> None:
+    block = SharedBlock({"type": "text", "text": "a"})
+    for change in (
+        lambda: block.__setitem__("text", "b"),
+        lambda: block.__delitem__("text"),
+        lambda: block.update(text="b"),
+        lambda: block.pop("text"),
+        lambda: block.popitem(),
+        lambda: block.setdefault("x", 1),
+        lambda: block.clear(),
+    ):
+        with pytest.raises(TypeError):
+            change()
+    assert block == {"type": "text", "text": "a"}
+    for copied in (copy.copy(block), copy.deepcopy(block), pickle.loads(pickle.dumps(block))):
+        assert type(copied) is SharedBlock and copied == block
+    assert dict(block) == block and type(dict(block)) is dict

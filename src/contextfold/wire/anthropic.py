@@ -36,6 +36,7 @@ __all__ = [
     "CACHE_CONTROL",
     "RAW_ARGUMENTS_KEY",
     "AnthropicRequest",
+    "SharedBlock",
     "WireBlocks",
     "from_anthropic",
     "parse_anthropic_response",
@@ -71,32 +72,64 @@ class AnthropicRequest:
 # --------------------------------------------------------------------------------------------------
 
 
+class SharedBlock(dict[str, Any]):
+    """A wire block that :class:`WireBlocks` hands to every request that sends its message: it
+    cannot be changed (a caller that wants another block, one with a cache breakpoint say,
+    copies it: ``dict(block)``), so what was computed from it once, its JSON, holds for every
+    request that sends it. It is a ``dict`` to every reader (``json`` writes it as one)."""
+
+    __slots__ = ("_json",)
+
+    _json: bytes
+
+    def encoded(self) -> bytes:
+        """``json.dumps(self, ensure_ascii=False).encode()``, written once."""
+        try:
+            return self._json
+        except AttributeError:
+            self._json = json.dumps(self, ensure_ascii=False).encode()
+            return self._json
+
+    def _refuse(self, *args: object, **kwargs: object) -> Any:
+        raise TypeError("a shared wire block is not changed: copy it (dict(block))")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    update = pop = popitem = setdefault = clear = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # copy, deepcopy and pickle rebuild it from its items, never by setting them one by one
+        return (SharedBlock, (dict(self),))
+
+
 class WireBlocks:
     """The wire blocks of messages already rendered, remembered by message (the same object):
     a caller that sends the same conversation again and again (the proxy sends a session's
     whole view on every request) renders each message once, not once per request.
 
-    Each call gets its own block dicts (a cache breakpoint is set on them), but what they hold
-    is shared between calls: a tool call's ``input``, a result's content list. Only for a caller
-    that never changes those (the proxy writes the blocks to JSON as they are). At most ``size``
-    messages are remembered (then it starts over); safe to share between threads.
+    Each call gets the same blocks (:class:`SharedBlock`, which cannot be changed:
+    :func:`to_anthropic` copies the block it sets a cache breakpoint on) in a list of its own,
+    and what they hold is shared too: a tool call's ``input``, a result's content list. Only for
+    a caller that never changes those (the proxy writes the blocks to JSON as they are, and
+    remembers each block's JSON). At most ``size`` messages are remembered (then it starts
+    over); safe to share between threads.
     """
 
     def __init__(self, size: int = 4096) -> None:
         self.size = size
-        self._by_id: dict[int, tuple[Message, tuple[dict[str, Any], ...]]] = {}
+        self._by_id: dict[int, tuple[Message, tuple[SharedBlock, ...]]] = {}
 
     def blocks(self, message: Message) -> list[dict[str, Any]]:
-        """:func:`_blocks` of ``message``: new dicts, the same values."""
+        """:func:`_blocks` of ``message``, as :class:`SharedBlock` s: a new list, the same
+        blocks."""
         entry = self._by_id.get(id(message))
         # The entry holds its message, so its id is not another message's while it is here.
         if entry is not None and entry[0] is message:
-            return [dict(block) for block in entry[1]]
-        blocks = _blocks(message)
+            return list(entry[1])
+        blocks = tuple(SharedBlock(block) for block in _blocks(message))
         if len(self._by_id) >= self.size:
             self._by_id.clear()
-        self._by_id[id(message)] = (message, tuple(dict(block) for block in blocks))
-        return blocks
+        self._by_id[id(message)] = (message, blocks)
+        return list(blocks)
 
 
 def to_anthropic(
@@ -160,9 +193,12 @@ def to_anthropic(
 
 def _mark_last_cacheable_block(message: dict[str, Any]) -> None:
     # Thinking blocks cannot carry cache_control; the mark goes on the last block that can.
-    for block in reversed(message["content"]):
+    # The block is copied, marked: it may be a :class:`SharedBlock`, sent unmarked elsewhere.
+    content = message["content"]
+    for index in range(len(content) - 1, -1, -1):
+        block = content[index]
         if block["type"] not in ("thinking", "redacted_thinking"):
-            block["cache_control"] = dict(CACHE_CONTROL)
+            content[index] = {**block, "cache_control": dict(CACHE_CONTROL)}
             return
 
 
