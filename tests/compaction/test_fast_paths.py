@@ -10,13 +10,20 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.compaction import CompactionContext, Compactor, StructuredSummary, hygiene
+from contextfold.compaction import (
+    CompactionContext,
+    Compactor,
+    StructuredSummary,
+    SummaryItem,
+    hygiene,
+)
 from contextfold.engine._sizes import CompactionCounter, ViewSizes
 from contextfold.history.repair import repair
 from contextfold.messages import Message, SummaryPart
@@ -251,3 +258,17 @@ def test_the_compaction_counter_counts_what_the_engine_counter_counts(
             assert result.after_tokens == fresh.count_messages(result.view)
             for message in (*result.view, *view):
                 assert counter.count_message(message) == fresh.count_message(message)
+
+
+def test_a_remembered_item_line_is_the_line_rendered_anew(sessions: list[list[Message]]) -> None:
+    """Items of summaries written on real sessions render, again and again, as a new item with
+    the same text, sources and refs renders once."""
+    summaries = [
+        Compactor.preset("summarize").compact(_real_ctx(view)).summary for view in sessions
+    ]
+    items = [i for s in summaries if s is not None for items in s.sections.values() for i in items]
+    assert items
+    for item in items:
+        line = SummaryItem(item.text, item.sources, item.refs).render()
+        assert item.render() == item.render() == line
+        assert replace(item, text=item.text + "!").render() != line

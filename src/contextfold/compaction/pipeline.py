@@ -488,7 +488,7 @@ def freed_by(counter: TokenCounter, before: Sequence[Message], after: Sequence[M
 
     Only the messages it replaced are counted: an edit keeps every other message as it was.
     """
-    old = {id(m) for m in before}
+    old = set(map(id, before))
     new = [m for m in after if id(m) not in old]
     return counter.count_messages(replaced_by(before, after)) - counter.count_messages(new)
 
@@ -496,7 +496,7 @@ def freed_by(counter: TokenCounter, before: Sequence[Message], after: Sequence[M
 def replaced_by(before: Sequence[Message], after: Sequence[Message]) -> list[Message]:
     """The messages of ``before`` that an edit turning it into ``after`` removed or rewrote
     (messages are immutable: one kept as it was is the same object)."""
-    kept = {id(m) for m in after}
+    kept = set(map(id, after))
     return [m for m in before if id(m) not in kept]
 
 

@@ -101,14 +101,20 @@ class SummaryItem:
     text: str
     sources: tuple[str, ...] = ()
     refs: tuple[str, ...] = ()
+    _line: str | None = field(default=None, init=False, repr=False, compare=False)
+    """:meth:`render`'s line, once made: most items outlive several compactions, and each one
+    renders every item a few times (capping, the text, the stored sections)."""
 
     def render(self) -> str:
         """The line as the model reads it: ``text (ref_...) [src: id, ...]``."""
+        if self._line is not None:
+            return self._line
         out = self.text
         if self.refs:
             out += f" ({', '.join(self.refs)})"
         if self.sources:
             out += f" [src: {', '.join(self.sources)}]"
+        object.__setattr__(self, "_line", out)
         return out
 
     @classmethod
