@@ -517,3 +517,25 @@ def test_the_map_of_a_growing_history_equals_the_map_made_afresh(tmp_path: Path)
         extended.append(got is previous)
         previous = got
     assert extended == [False, True, True, True, False, True]
+
+
+def test_a_grown_history_converts_as_the_whole_history_does(tmp_path: Path) -> None:
+    """Each message object is converted once; what a call returns is what converting its whole
+    history gives (a tool result named by the call before it), grown, repeated or rewritten."""
+    middleware = ContextFoldMiddleware(_engine(tmp_path / "s.db"))
+    full, rewritten = _history(12), _history(6, start=40)
+    for i, message in enumerate(full):
+        if isinstance(message, ToolMessage):  # named only by its call, as some hosts send them
+            full[i] = ToolMessage(message.content, tool_call_id=message.tool_call_id)
+    calls = [full[:3], full[:9], full[:9], full, rewritten, [*rewritten, *full[1:4]], full[:5]]
+    before: dict[int, Message] = {}
+    for history in calls:
+        got = middleware._neutral(history)
+        whole = to_messages(history)
+        assert [(m.role, m.parts, m.meta) for m in got] == [
+            (m.role, m.parts, m.meta) for m in whole
+        ]
+        for message, neutral in zip(history, got, strict=True):
+            if id(message) in before:  # converted by the call before: the same object
+                assert neutral is before[id(message)]
+        before = {id(m): n for m, n in zip(history, got, strict=True)}

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
@@ -81,7 +81,7 @@ class ContextFoldMiddleware(AgentMiddleware):
         self.title = title
         self._default = HistorySync(engine, session, title=title)
         self._threads: dict[str, HistorySync] = {}
-        self._converted: dict[int, tuple[BaseMessage, Message]] = {}
+        self._converted = _Converted((), {}, (), {})
         self._keys: LatestObjects[_Key] = LatestObjects()
         self._views: LatestObjects[list[AnyMessage]] = LatestObjects()
         self._last_originals: (
@@ -153,11 +153,15 @@ class ContextFoldMiddleware(AgentMiddleware):
         middleware added to a call. The objects of the latest history are remembered (held, so
         their ids cannot be reused); LangChain messages are not changed in place once in the
         state."""
-        known = self._converted
-        fresh: dict[int, tuple[BaseMessage, Message]] = {}
-        names: dict[str, str] = {}
-        out: list[Message] = []
-        for message in messages:
+        latest = self._converted
+        held, known, converted, held_names = latest
+        start = len(held)
+        if start <= len(messages) and same_objects(held, messages[:start]):
+            # The history of the call before starts this one: only what follows is read.
+            fresh, names, out = dict(known), dict(held_names), list(converted)
+        else:
+            start, fresh, names, out = 0, {}, {}, []
+        for message in messages[start:]:
             if isinstance(message, AIMessage):
                 names.update({c["id"]: c["name"] for c in message.tool_calls if c["id"]})
             hit = known.get(id(message))
@@ -166,7 +170,7 @@ class ContextFoldMiddleware(AgentMiddleware):
                 neutral = to_message(message, names)
             fresh[id(message)] = (message, neutral)
             out.append(neutral)
-        self._converted = fresh
+        self._converted = _Converted(tuple(messages), fresh, tuple(out), names)
         return out
 
     def _viewed(self, sync: HistorySync, request: ModelRequest[Any]) -> ModelRequest[Any]:
@@ -303,6 +307,17 @@ def _thread_id(config: RunnableConfig | None) -> str | None:
 
 
 _Key = tuple[bytes, tuple[ThinkingPart, ...]]
+
+
+class _Converted(NamedTuple):
+    """The latest history :meth:`ContextFoldMiddleware._neutral` converted: its objects, each
+    object's conversion by ``id`` (held, so that no id is reused meanwhile), the conversions in
+    order and the tool names its calls gave."""
+
+    messages: tuple[BaseMessage, ...]
+    by_id: dict[int, tuple[BaseMessage, Message]]
+    converted: tuple[Message, ...]
+    names: dict[str, str]
 
 
 def _unchanged_key(message: Message) -> _Key:
