@@ -849,7 +849,7 @@ def _fresh_selection(tools: Sequence[ToolSpec], window: int) -> ToolSelection:
 def test_a_selection_made_again_equals_a_fresh_ones(window: int) -> None:
     tools = [*BUILTINS, *mcp_catalog()]
     deferral = ToolDeferral()
-    for _ in range(3):  # the second and third selections answer from what the first encoded
+    for _ in range(4):  # from the third on, selections answer from what was encoded
         selection = deferral.select(tools, counter=COUNTER, effective_window=window)
         assert selection == _fresh_selection(tools, window)
         assert selection.description_tokens == COUNTER.count_tools(selection.active)
@@ -862,7 +862,8 @@ def test_parameters_changed_in_place_are_encoded_again() -> None:
     tool = ToolSpec("grow", "A tool whose schema grows in place.", schema, "builtin")
     tools = [*BUILTINS, tool]
     deferral = ToolDeferral()
-    before = deferral.select(tools, counter=COUNTER, effective_window=2_000_000)
+    for _ in range(3):  # remembered from the second time on: the change comes after that
+        before = deferral.select(tools, counter=COUNTER, effective_window=2_000_000)
     properties = schema["properties"]
     assert isinstance(properties, dict)
     properties["y"] = {"type": "string", "description": "a much longer description " * 20}
@@ -878,9 +879,18 @@ def test_a_small_window_selection_sees_a_schema_grown_in_place() -> None:
     catalog = mcp_catalog()
     tools = [*BUILTINS, *catalog]
     deferral = ToolDeferral()
-    deferral.select(tools, counter=COUNTER, effective_window=128_000)
+    for _ in range(3):
+        deferral.select(tools, counter=COUNTER, effective_window=128_000)
     grown = catalog[0].parameters["properties"]
     grown["extra"] = {"type": "string", "description": "padding " * 400}
     selection = deferral.select(tools, counter=COUNTER, effective_window=128_000)
     assert selection == _fresh_selection(tools, 128_000)
     assert selection.description_tokens == COUNTER.count_tools(selection.active)
+
+
+def test_tools_made_anew_for_every_call_select_as_a_fresh_deferral_does() -> None:
+    deferral = ToolDeferral()
+    for _ in range(3):
+        tools = [*BUILTINS, *mcp_catalog()]  # new objects, equal values
+        selection = deferral.select(tools, counter=COUNTER, effective_window=128_000)
+        assert selection == _fresh_selection(tools, 128_000)

@@ -55,7 +55,7 @@ its text, silently.
 
 from __future__ import annotations
 
-import copy
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import is_
@@ -629,8 +629,6 @@ def _schema_of(tool: ToolSpec) -> str:
     return compact_schema(getattr(tool, "parameters", None))
 
 
-_JSON_SCALARS = (str, int, float, bool, type(None))
-
 _Schema = tuple[ToolSpec, Any, str]
 """A tool, a copy of its parameters, and their encoding."""
 
@@ -639,10 +637,11 @@ class _Schemas:
     """Each tool's parameters as compact JSON (:func:`_schema_of`), remembered per tool object.
 
     A :class:`ToolSpec` is frozen, but its ``parameters`` are a mapping its caller could still
-    change in place; so each encoding is kept with a deep copy of the parameters it was made
-    from, and used again only while the tool's parameters still equal that copy (a comparison
-    at C speed, far cheaper than encoding again). Only plain JSON values are remembered: the
-    encoding of anything else goes through ``str``, which equality does not pin down.
+    change in place; so each encoding is kept with a copy of the parameters it was made from
+    (the encoding read back), and used again only while the tool's parameters still equal that
+    copy (a comparison at C speed, far cheaper than encoding again). The copy is made the second
+    time an object is seen: a host that builds new tool objects for every call pays nothing for
+    a memory it cannot use.
     """
 
     def __init__(self) -> None:
@@ -654,12 +653,23 @@ class _Schemas:
         hit = self.entry(tool)
         if hit is not None:
             return hit[2]
+        key = id(tool)
+        held = self._used.get(key) or self._known.get(key)
         schema = _schema_of(tool)
-        parameters = getattr(tool, "parameters", None)
-        if type(tool) is ToolSpec and _plain_json(parameters):
-            if len(self._used) >= _SCHEMAS_REMEMBERED:
-                self._known, self._used = self._used, {}
-            self._used[id(tool)] = (tool, copy.deepcopy(parameters), schema)
+        if type(tool) is not ToolSpec:
+            return schema
+        copied: Any = _UNSEEN
+        if held is not None and held[0] is tool and held[2] == schema:
+            try:
+                # The encoding read back is a copy of the parameters, made at C speed; it
+                # equals them only when they are plain JSON (a tuple comes back a list, a set
+                # or any other object a string: those never match, and are encoded each time).
+                copied = json.loads(schema)
+            except ValueError:  # what compact_schema gives for circular references
+                copied = _UNSEEN
+        if len(self._used) >= _SCHEMAS_REMEMBERED:
+            self._known, self._used = self._used, {}
+        self._used[key] = (tool, copied, schema)
         return schema
 
     def entry(self, tool: ToolSpec) -> _Schema | None:
@@ -667,22 +677,17 @@ class _Schemas:
         until they change, so that a count made from it holds while the tool has it."""
         key = id(tool)
         hit = self._used.get(key) or self._known.get(key)
-        if hit is None or hit[0] is not tool or tool.parameters != hit[1]:
+        if hit is None or hit[0] is not tool or hit[1] is _UNSEEN or tool.parameters != hit[1]:
             return None
         self._used[key] = hit
         return hit
+
+
+_UNSEEN: Any = object()
+"""In place of the copy of a tool's parameters until its object is seen a second time."""
 
 
 _SCHEMAS_REMEMBERED = 1_024
 """Tool objects whose encodings :class:`_Schemas` holds before it keeps only the latest half
 (an agent sends the same few tools every turn; a host that builds new objects each call must
 not grow it without bound)."""
-
-
-def _plain_json(value: object) -> bool:
-    """Whether ``value`` is made of JSON's own types only (dicts with string keys, lists)."""
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _plain_json(v) for k, v in value.items())
-    if isinstance(value, list):
-        return all(_plain_json(v) for v in value)
-    return type(value) in _JSON_SCALARS
