@@ -138,17 +138,22 @@ def _resent_bodies(draw: st.DrawFn) -> list[bytes]:
     a body cut short or not an object at all."""
     bodies: list[bytes] = []
     history = draw(st.lists(_message, min_size=0, max_size=3))
-    extra = draw(st.dictionaries(st.sampled_from(["model", "system", "x"]), _json, max_size=2))
+    fields = st.sampled_from(["model", "system", "tools", "x"])
+    extra = draw(st.dictionaries(fields, _json, max_size=3))
     indent = None
     for _ in range(draw(st.integers(1, 6))):
-        step = draw(st.sampled_from(["grow", "grow", "retry", "rewrite", "other", "broken"]))
-        if step == "grow":
+        step = draw(
+            st.sampled_from(["grow", "grow", "retry", "rewrite", "other", "fields", "broken"])
+        )
+        if step == "fields":  # new tools or system prompt (a prefix of the old one, say)
+            extra = {**extra, **draw(st.dictionaries(fields, _json, max_size=2))}
+        elif step == "grow":
             history = history + draw(st.lists(_message, min_size=1, max_size=2))
         elif step == "rewrite" and history:
             history = [*history[: draw(st.integers(0, len(history) - 1))], draw(_message)]
         elif step == "other":
             history = draw(st.lists(_message, max_size=3))
-            extra = draw(st.dictionaries(st.sampled_from(["model", "x"]), _json, max_size=2))
+            extra = draw(st.dictionaries(fields, _json, max_size=2))
             indent = draw(st.sampled_from([None, 1]))
         raw = json.dumps({**extra, "messages": history, "tail": 1}, indent=indent).encode()
         if step == "broken":
@@ -198,3 +203,48 @@ def test_resent_bodies_keep_to_their_bounds() -> None:
     big = [{"role": "user", "content": "y" * 500}]
     read_json(json.dumps({"messages": big}).encode(), resent=resent)
     assert len(resent._read) == 0 and resent._chars == 0  # over max_chars alone: not kept
+
+
+def test_resent_tools_and_system_are_the_same_values_and_checked_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Claude Code resends its tools and system prompt with every request: they are read and
+    checked once, and each later request gets the same values and the same tool specs."""
+    tools = [
+        {
+            "name": f"T{n}",
+            "description": "d" * 300,
+            "input_schema": {"type": "object", "properties": {"a": {"type": "string"}}},
+        }
+        for n in range(3)
+    ]
+    system = [{"type": "text", "text": "s" * 300}]
+    resent, cache = ResentBodies(), DigestCache()
+    history: list[Any] = [{"role": "user", "content": "go"}]
+    clients = []
+    for turn in range(3):
+        body = {
+            "model": "m",
+            "max_tokens": 9,
+            "system": system,
+            "tools": tools,
+            "messages": history,
+        }
+        raw = json.dumps(body).encode()
+        read, keys = read_json(raw, resent=resent)
+        assert read == json.loads(raw)
+        clients.append(anthropic_side.parse_request(read, known_messages(cache, "a", read, keys)))
+        history = [*history, {"role": "assistant", "content": f"r{turn}"}]
+        history.append({"role": "user", "content": "more"})
+    first, *later = clients
+    for client in later:
+        assert client.body["tools"] is first.body["tools"]
+        assert client.body["system"] is first.body["system"]
+        assert client.tools is first.tools and client.system == first.system
+    # Other tools (one more, or one changed) are read and checked anew.
+    changed = [*tools[:2], {**tools[2], "name": 5}]
+    body = {"model": "m", "max_tokens": 9, "system": system, "tools": changed, "messages": history}
+    read, keys = read_json(json.dumps(body).encode(), resent=resent)
+    assert read["tools"] == changed and read["system"] is first.body["system"]
+    with pytest.raises(ClientError, match=r"tools\.2\.name"):
+        anthropic_side.parse_request(read, known_messages(cache, "a", read, keys))

@@ -196,3 +196,31 @@ def test_a_bad_key_is_named_in_text_that_can_be_sent() -> None:
         chat_completions_models.check_request(body)
     assert caught.value.param is not None
     caught.value.param.encode("utf-8")
+
+
+def test_remembered_tools_and_system_are_checked_as_fresh_ones() -> None:
+    """``check_request(remembered=...)``: a tool list or system prompt that passed before (the
+    same value) is not checked again; the answer and the errors are those of a fresh check."""
+    remembered = anthropic_models.CheckedValues()
+    tools = [{"name": "t", "input_schema": {"type": "object", "properties": {}}}]
+    system = [{"type": "text", "text": "be brief"}]
+    good = {**ANTHROPIC_OK, "tools": tools, "system": system}
+    first = anthropic_models.check_request(good, remembered=remembered)
+    assert first == anthropic_models.check_request(good)
+    again = anthropic_models.check_request({**good}, remembered=remembered)
+    assert again == first and again.tools is first.tools
+    # The same tools beside a bad message: the message's error, as without the memory.
+    bad_message = {**good, "messages": [{"role": "user", "content": 3}]}
+    for memory in (remembered, None):
+        with pytest.raises(anthropic_models.AnthropicRequestError) as error:
+            anthropic_models.check_request(bad_message, remembered=memory)
+        assert error.value.param == "messages.0.content"
+    # A bad tool list is never remembered: it fails every time.
+    bad_tools = {**good, "tools": [{"name": ""}]}
+    for _ in range(2):
+        with pytest.raises(anthropic_models.AnthropicRequestError):
+            anthropic_models.check_request(bad_tools, remembered=remembered)
+    # A remembered list that a lone surrogate was never in; another list is checked.
+    surrogate = {**good, "system": [{"type": "text", "text": "a\ud800"}]}
+    with pytest.raises(anthropic_models.AnthropicRequestError):
+        anthropic_models.check_request(surrogate, remembered=remembered)

@@ -45,8 +45,25 @@ ArgumentDefaults = Mapping[str, Mapping[str, object]]
 """Per tool name, the top-level arguments its schema gives a default, with that default."""
 
 
+_last_defaults: tuple[tuple[ToolSpec, ...], dict[str, dict[str, object]]] | None = None
+"""The latest tuple of tools :func:`schema_defaults` read, and its answer."""
+
+
 def schema_defaults(tools: Iterable[ToolSpec]) -> dict[str, dict[str, object]]:
-    """The defaults the tools' schemas declare for their top-level arguments."""
+    """The defaults the tools' schemas declare for their top-level arguments (read only: the
+    answer for a tuple is remembered, and handed out again for the same tuple: a proxy's client
+    request reuses the tool specs of the request before when its tools are the same)."""
+    global _last_defaults
+    last = _last_defaults
+    if last is not None and last[0] is tools:
+        return last[1]
+    out = _schema_defaults(tools)
+    if type(tools) is tuple:
+        _last_defaults = (tools, out)
+    return out
+
+
+def _schema_defaults(tools: Iterable[ToolSpec]) -> dict[str, dict[str, object]]:
     out: dict[str, dict[str, object]] = {}
     for tool in tools:
         properties = tool.parameters.get("properties") if tool.parameters else None

@@ -16,7 +16,9 @@ it. :class:`ResentBodies` remembers each conversation's last ``messages`` array 
 text up to the end of its last message, each message's value and key): a body that begins with
 that very text takes those messages as they are and reads only what follows. The same text at
 the same place reads as the same values; they are shared between the two bodies, which nothing
-changes (they are checked, digested and converted, never written to).
+changes (they are checked, digested and converted, never written to). So are the last few values
+of the fields a client resends unchanged (:data:`SHARED_FIELDS`: the tools and the system
+prompt), found by their text wherever they are in the body.
 """
 
 from __future__ import annotations
@@ -36,6 +38,15 @@ __all__ = ["KnownMessages", "ResentBodies", "known_messages", "message_digests",
 
 _SPACE = re.compile(r"[ \t\n\r]*")
 _KEYED = "messages"
+
+SHARED_FIELDS = frozenset({"tools", "system"})
+"""Fields a client resends unchanged with every request (Claude Code's tools are some 18k
+tokens): :class:`ResentBodies` hands a value written as before out again, the very object, which
+the checks then know (:class:`~contextfold.wire.anthropic_models.CheckedValues`)."""
+
+SHARED_VALUES = 8
+"""How many recent values of each shared field are kept (several clients, or a client's side
+requests, each with their own tools)."""
 
 RawMessage = TypeVar("RawMessage")
 Scan = Callable[[str, int], tuple[Any, int]]
@@ -67,6 +78,25 @@ class ResentBodies:
         self.max_chars = max_chars
         self._read: OrderedDict[str, _Read] = OrderedDict()
         self._chars = 0
+        # The latest values of each field in SHARED_FIELDS, as (text, value), newest first.
+        self._values: dict[str, list[tuple[str, Any]]] = {}
+
+    def value(self, name: str, text: str, at: int, scan: Scan) -> tuple[Any, int]:
+        """``scan(text, at)`` for the value of the body's field ``name``: one read before when
+        its text is the same (the same object)."""
+        earlier = self._values.setdefault(name, [])
+        for index, (written, value) in enumerate(earlier):
+            # A written array, object or string ends with its closing character: the value
+            # at ``at`` is that one when the text starts with it.
+            if text.startswith(written, at):
+                if index:
+                    earlier.insert(0, earlier.pop(index))
+                return value, at + len(written)
+        value, end = scan(text, at)
+        if text[at] in '[{"' and end - at <= self.max_chars // 64:
+            earlier.insert(0, (text[at:end], value))
+            del earlier[SHARED_VALUES:]
+        return value, end
 
     def get(self, first: str) -> _Read | None:
         return self._read.get(first)
@@ -127,6 +157,8 @@ def _read_object(
             at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
             if name == _KEYED and text[at] == "[":
                 body[name], keys, read, at = _read_array(text, at, scan, resent)
+            elif name in SHARED_FIELDS and resent is not None:
+                body[name], at = resent.value(name, text, at, scan)
             else:
                 body[name], at = scan(text, at)
                 if name == _KEYED:

@@ -30,7 +30,12 @@ from contextfold.wire.anthropic import (
     from_anthropic_message,
     parse_anthropic_response,
 )
-from contextfold.wire.anthropic_models import AnthropicRequestError, check_request, system_text
+from contextfold.wire.anthropic_models import (
+    AnthropicRequestError,
+    CheckedValues,
+    check_request,
+    system_text,
+)
 from contextfold.wire.anthropic_request import DEFAULT_MAX_TOKENS
 from contextfold.wire.anthropic_stream import AnthropicStreamDecoder, AnthropicStreamEncoder
 from contextfold.wire.values import as_id
@@ -179,12 +184,17 @@ def _reader(raw_messages: Sequence[Mapping[str, Any]]) -> MessageReader:
     return read
 
 
+_CHECKED = CheckedValues()
+"""The tool lists and system prompts that passed: a client resends them with every request (as
+one value, when the body reader shares what is resent byte for byte)."""
+
+
 def parse_request(body: Any, known: KnownMessages | None = None) -> ClientRequest:
     """The client's ``POST /v1/messages`` body, checked whole against the typed models of
     :mod:`contextfold.wire.anthropic_models` and read; :class:`ClientError` naming the field
     when it is not a request the proxy can carry."""
     try:
-        checked = check_request(body, known=known.indices() if known else ())
+        checked = check_request(body, known=known.indices() if known else (), remembered=_CHECKED)
     except AnthropicRequestError as exc:
         raise ClientError(str(exc), param=exc.param) from None
     model: str = body["model"]

@@ -165,11 +165,15 @@ def check_unicode(
     error: type[RequestBodyError] = RequestBodyError,
     style: PathStyle = "brackets",
     known: Collection[int] = (),
+    skip: Collection[str] = (),
 ) -> None:
     """Refuse text that cannot be encoded (a lone UTF-16 surrogate such as ``"a\\ud800b"``),
     naming where it is. The fast path encodes the whole body once; only a body that fails is
     walked, to name the field. ``known``: positions in the body's ``messages`` already checked
-    in an earlier request (the same text), not encoded again."""
+    in an earlier request (the same text), not encoded again; ``skip``: top-level fields
+    likewise (checked before: the same value)."""
+    if skip and isinstance(value, Mapping):
+        value = {k: v for k, v in value.items() if k not in skip}
     if known and isinstance(value, Mapping) and isinstance(value.get("messages"), list):
         messages = value["messages"]
         value = {

@@ -35,6 +35,7 @@ __all__ = [
     "USER_BLOCKS",
     "AnthropicRequestError",
     "CheckedRequest",
+    "CheckedValues",
     "check_request",
     "system_text",
 ]
@@ -170,21 +171,65 @@ def _check(model: type[ModelT], value: Any, where: str) -> ModelT:
     return check(model, value, where, error=AnthropicRequestError, style="dots")
 
 
+class CheckedValues:
+    """The system prompts and tool lists of bodies that passed :func:`check_request`,
+    remembered by the value itself (the very list, held): a body that holds the same list again
+    (a reader that shares the values a client resends byte for byte, as the proxy's does: Claude
+    Code resends some twenty tools, 18k tokens, on every request) is not checked again there,
+    and gets the same tool specs. Whether a value passes does not depend on the rest of the
+    body, and nothing changes a value once read. At most ``size`` of each (then it starts
+    over)."""
+
+    def __init__(self, size: int = 16) -> None:
+        self.size = size
+        self._tools: dict[int, tuple[list[Any], tuple[ToolSpec, ...]]] = {}
+        self._systems: dict[int, list[Any]] = {}
+
+    def tools(self, value: Any) -> tuple[ToolSpec, ...] | None:
+        """The specs of ``value``, a tool list that passed before (None if it did not)."""
+        entry = self._tools.get(id(value))
+        # The entry holds its list, so its id is no other value's while it is here.
+        return entry[1] if entry is not None and entry[0] is value else None
+
+    def system(self, value: Any) -> bool:
+        """True when ``value`` is a system prompt (a list of blocks) that passed before."""
+        return self._systems.get(id(value)) is value
+
+    def passed(self, body: Mapping[str, Any], tools: tuple[ToolSpec, ...]) -> None:
+        """``body`` passed: its tool list (read as ``tools``) and system prompt are remembered."""
+        value, system = body.get("tools"), body.get("system")
+        if type(value) is list:
+            if len(self._tools) >= self.size:
+                self._tools.clear()
+            self._tools[id(value)] = (value, tools)
+        if type(system) is list:
+            if len(self._systems) >= self.size:
+                self._systems.clear()
+            self._systems[id(system)] = system
+
+
 def check_request(
     body: Any,
     *,
     user_blocks: Collection[str] = USER_BLOCKS,
     assistant_blocks: Collection[str] = ASSISTANT_BLOCKS,
     known: Collection[int] = (),
+    remembered: CheckedValues | None = None,
 ) -> CheckedRequest:
     """Check a client's Messages body whole; :class:`AnthropicRequestError` naming the first bad
     field (see the module docstring). ``known``: positions of messages whose exact text passed
-    these checks in an earlier request (a client resends its history): not checked again."""
+    these checks in an earlier request (a client resends its history): not checked again.
+    ``remembered``: the tool lists and system prompts that passed before, likewise (see
+    :class:`CheckedValues`); this body's are added when it passes."""
     if not isinstance(body, Mapping):
         raise AnthropicRequestError(None, "the request body must be a JSON object")
-    check_unicode(body, error=AnthropicRequestError, style="dots", known=known)
+    same_tools = remembered.tools(body.get("tools")) if remembered is not None else None
+    same_system = remembered is not None and remembered.system(body.get("system"))
+    skip = [n for n, same in (("tools", same_tools is not None), ("system", same_system)) if same]
+    check_unicode(body, error=AnthropicRequestError, style="dots", known=known, skip=skip)
     checked = _check(_Body, body, "")
-    _check_system(checked.system, "system")
+    if not same_system:
+        _check_system(checked.system, "system")
     for index, raw in enumerate(checked.messages):
         if index in known:
             continue
@@ -197,8 +242,16 @@ def check_request(
         if isinstance(message.content, list):
             for position, block in enumerate(message.content):
                 _check_block(block, f"{where}.content.{position}", message.role, allowed)
-    tools = [_check_tool(tool, f"tools.{index}") for index, tool in enumerate(checked.tools or ())]
-    return CheckedRequest(system_text(checked.system), tuple(tools))
+    tools = (
+        same_tools
+        if same_tools is not None
+        else tuple(
+            _check_tool(tool, f"tools.{index}") for index, tool in enumerate(checked.tools or ())
+        )
+    )
+    if remembered is not None:
+        remembered.passed(body, tools)
+    return CheckedRequest(system_text(checked.system), tools)
 
 
 def _check_system(system: Any, where: str) -> None:
