@@ -272,3 +272,9 @@ def test_a_remembered_item_line_is_the_line_rendered_anew(sessions: list[list[Me
         line = SummaryItem(item.text, item.sources, item.refs).render()
         assert item.render() == item.render() == line
         assert replace(item, text=item.text + "!").render() != line
+
+
+@given(st.text(alphabet="ab./ \t", max_size=12))
+def test_a_remembered_normal_path_is_the_path_normalised_anew(path: str) -> None:
+    fresh = hygiene._normal_path.__wrapped__(path)
+    assert hygiene._normal_path(path) == hygiene._normal_path("".join(list(path))) == fresh

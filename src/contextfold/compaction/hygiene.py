@@ -190,7 +190,10 @@ def _classified(call: ToolCallPart) -> ToolAction | None:
     return actions[0] if actions else None
 
 
+@functools.lru_cache(maxsize=4_096)
 def _normal_path(path: str) -> str:
+    """``path`` normalised (remembered: each compaction normalises the path of every read and
+    write in its view again, and the same few files come back again and again)."""
     return posixpath.normpath(path.strip()) if path.strip() else path
 
 
