@@ -3,13 +3,15 @@ the total the counter gives the whole request (issue 28)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from contextfold.proxy import anthropic_side
+from contextfold.proxy._request_json import ResentBodies, read_json
 from contextfold.proxy._tally import TokenTally
-from contextfold.tokens.counters import TiktokenCounter
+from contextfold.tokens.counters import HeuristicCounter, TiktokenCounter
 
 _TOOL = {"name": "bash", "description": "Run a command.", "input_schema": {"type": "object"}}
 
@@ -44,3 +46,38 @@ def test_the_tally_is_the_counter_s_count_of_the_whole_request(system: str) -> N
     assert tally.count(counter, other) == counter.count_request(
         messages, system=other.system, tools=other.tools
     )
+
+
+def test_resent_tools_and_system_are_counted_once_and_alike(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client resending its tools unchanged gets the same tool specs (the body reader and the
+    checks share them): their count is remembered, and equals the counter's count each time,
+    another system prompt beside the same tools included."""
+    resent, tally = ResentBodies(), TokenTally()
+    for counter in (TiktokenCounter(), HeuristicCounter(), HeuristicCounter(scale=1.2)):
+        clients = []
+        for turns, system in ((1, "sys " * 300), (2, "sys " * 300), (3, "other"), (4, "other")):
+            raw = json.dumps(_body(system, turns)).encode()
+            body, _ = read_json(raw, resent=resent)
+            clients.append(anthropic_side.parse_request(body))
+        assert clients[1].tools is clients[0].tools and clients[3].tools is clients[0].tools
+        counted: list[int] = []
+        real = counter.count_tools
+        monkeypatch.setattr(counter, "count_tools", _counting(real, counted))
+        for client in clients:
+            messages = [m for group in client.read() for m in group]
+            whole = counter.count_request(messages, system=client.system, tools=client.tools)
+            counted.clear()
+            assert tally.count(counter, client) == whole
+            if client is clients[1] or client is clients[3]:
+                assert not counted  # remembered: the same tools, the same system text
+
+
+def _counting(real: Any, counted: list[int]) -> Any:
+    def count_tools(tools: Any) -> int:
+        counted.append(1)
+        tokens: int = real(tools)
+        return tokens
+
+    return count_tools
