@@ -22,7 +22,6 @@ third of a compaction's own time.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
@@ -31,6 +30,7 @@ from typing import Any, TypeVar
 from contextfold.edits import ContextEdit
 from contextfold.errors import ConcurrentWriteError, RefNotFoundError, UsageError
 from contextfold.events import ComponentDegraded, Event
+from contextfold.lru import LRU
 from contextfold.messages import Message
 from contextfold.outputs.blob_store import InMemoryBlobStore
 from contextfold.outputs.blobs import BlobInfo, blob_info
@@ -205,8 +205,9 @@ class LineageBlobs:
         # digest and never deletes one, so writing it again would only redact it again.
         self._stored: set[tuple[str, str]] = set()
         # (session id, ref) -> content of the outputs read last, up to READ_CACHE_CHARS.
-        self._read: OrderedDict[tuple[str, str], str] = OrderedDict()
-        self._read_chars = 0
+        self._read: LRU[tuple[str, str], str] = LRU(
+            max_weight=READ_CACHE_CHARS, weigh=lambda _key, content: len(content)
+        )
 
     def put_blob(self, session_id: str, content: str, *, tool_name: str | None = None) -> BlobInfo:
         """Store ``content`` for ``session_id`` (in memory once the store has failed)."""
@@ -235,7 +236,6 @@ class LineageBlobs:
         key = (session_id, ref)
         cached = self._read.get(key)
         if cached is not None:
-            self._read.move_to_end(key)
             return cached
         if writer.store_ok:
             content = self._from_store(session_id, ref)
@@ -247,18 +247,8 @@ class LineageBlobs:
                 content = self._from_store(session_id, ref)
             except Exception:
                 raise RefNotFoundError(ref, session_id) from None
-        self._remember(key, content)
+        self._read.put(key, content)  # stored rows never change: it stays true
         return content
-
-    def _remember(self, key: tuple[str, str], content: str) -> None:
-        """Keep a stored output just read (stored rows never change: it stays true)."""
-        if len(content) > READ_CACHE_CHARS // 8:
-            return  # one huge log would push out everything else
-        self._read[key] = content
-        self._read_chars += len(content)
-        while self._read_chars > READ_CACHE_CHARS:
-            _, dropped = self._read.popitem(last=False)
-            self._read_chars -= len(dropped)
 
     def _from_store(self, session_id: str, ref: str) -> str:
         writer = self._writer

@@ -17,8 +17,6 @@ own file tools.
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -27,6 +25,7 @@ from typing import Literal, TypeAlias
 from contextfold.history.harness_notes import typed_text
 from contextfold.history.shell import looks_like_file, shell_effects
 from contextfold.history.turns import is_user_turn
+from contextfold.lru import LRU
 from contextfold.messages import Message, ToolCallPart, ToolResultPart
 from contextfold.outputs.error_lines import error_lines
 from contextfold.redaction.redactor import redact_text
@@ -262,22 +261,19 @@ def _classified_call(call: ToolCallPart, command: str | None) -> Classified:
 
 
 _OUTCOMES_KEPT = ACTION_CACHE_SIZE
-_outcomes: OrderedDict[tuple[int, int, bool, ActionKind, str | None], _Outcome] = OrderedDict()
+_outcomes: LRU[tuple[int, int, bool, ActionKind, str | None], _Outcome] = LRU(_OUTCOMES_KEPT)
 """How each output ended, keyed by its length and hash (never the text, which may be large and
 read back from the store for one pass): an output met again, whatever the result holding it,
 is not scanned again. Two outputs of one length with the same 64-bit hash would share an
 outcome."""
-_outcomes_lock = threading.Lock()
 
 
 def _outcome(output: str, is_error: bool, kind: ActionKind, last_program: str | None) -> _Outcome:
     """Exit code, whether the call failed, and the error lines its output shows."""
     key = (len(output), hash(output), is_error, kind, last_program)
-    with _outcomes_lock:
-        known = _outcomes.get(key)
-        if known is not None:
-            _outcomes.move_to_end(key)
-            return known
+    known = _outcomes.get(key)
+    if known is not None:
+        return known
     exit_code = _exit_code(output)
     failed = is_error or bool(_SOFT_FAILURE.search(output[:500]))
     benign = exit_code == 1 and last_program in _BENIGN_EXIT_1
@@ -287,10 +283,7 @@ def _outcome(output: str, is_error: bool, kind: ActionKind, last_program: str | 
     if failed or kind in ("run", "other", "write"):
         errors = tuple(error_lines(output, failed=failed, exit_code=exit_code))
     found = (exit_code, failed, errors)
-    with _outcomes_lock:
-        _outcomes[key] = found
-        while len(_outcomes) > _OUTCOMES_KEPT:
-            _outcomes.popitem(last=False)
+    _outcomes.put(key, found)
     return found
 
 

@@ -49,12 +49,12 @@ literal is there), and a handful of ``str.find`` calls on the lower-cased text f
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from contextfold.lru import LRU
 from contextfold.redaction.rules import (
     MARKER_PREFIX,
     TOKEN_RULES,
@@ -170,40 +170,17 @@ immutable and redaction is a function of the text alone: each time after the fir
 (a string keeps its hash, so looking up the same object again costs nothing more)."""
 
 
-class _LongTexts:
-    """Long texts and their redaction, least recently used first, within a character budget."""
-
-    def __init__(self, max_chars: int) -> None:
-        self.max_chars = max_chars
-        self._texts: OrderedDict[str, str] = OrderedDict()
-        self._chars = 0
-        self._lock = threading.Lock()
-
-    def redact(self, text: str) -> str:
-        with self._lock:
-            done = self._texts.get(text)
-            if done is not None:
-                self._texts.move_to_end(text)
-                return done
-        done = _redact(text)
-        if len(text) > self.max_chars // 8:
-            return done  # one huge log would push out everything else
-        with self._lock:
-            if text not in self._texts:
-                self._texts[text] = done
-                self._chars += len(text)
-                while self._chars > self.max_chars:
-                    dropped, _ = self._texts.popitem(last=False)
-                    self._chars -= len(dropped)
-        return done
-
-    def clear(self) -> None:
-        with self._lock:
-            self._texts.clear()
-            self._chars = 0
+_LONG_TEXTS: LRU[str, str] = LRU(
+    max_weight=REMEMBERED_LONG_CHARS, weigh=lambda text, _redacted: len(text)
+)
 
 
-_LONG_TEXTS = _LongTexts(REMEMBERED_LONG_CHARS)
+def _redact_long(text: str) -> str:
+    redacted = _LONG_TEXTS.get(text)
+    if redacted is None:
+        redacted = _redact(text)
+        _LONG_TEXTS.put(text, redacted)
+    return redacted
 
 
 def redact_text(text: str) -> str:
@@ -212,7 +189,7 @@ def redact_text(text: str) -> str:
         return text
     if len(text) <= CACHED_TEXT_CHARS:
         return _redact_short(text)
-    return _LONG_TEXTS.redact(text)
+    return _redact_long(text)
 
 
 def _redact(text: str) -> str:

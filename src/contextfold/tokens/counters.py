@@ -23,11 +23,10 @@ from __future__ import annotations
 import functools
 import json
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from contextfold.lru import LRU
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -98,15 +97,13 @@ counts as the sum of its parts cut just after such a line break."""
 
 LINE_PARTS_CACHE_SIZE = 4_096
 """Lines whose heuristic parts :meth:`HeuristicCounter.count_lines` remembers."""
+
 REMEMBERED_TEXT_CHARS = 1_024
 """From this length on, a text's count is remembered among the long ones (a tiktoken counter
 remembers the shorter ones too, :data:`SHORT_TEXTS_REMEMBERED`): one text is often counted twice
-in a row
-(a tool output at intake, then inside its message), and hashing it costs a fraction of encoding
-it (CPython keeps a string's hash once computed)."""
-"""Counts of texts longer than :data:`~contextfold.tokens.tokenizers.CHUNK_CHARS` a tiktoken counter
-remembers, so that a huge text counted as part of its message, then alone (as ``contextfold
-count`` does), is tokenized once."""
+in a row (a tool output at intake, then inside its message; a huge text as part of its message,
+then alone, as ``contextfold count`` does), and hashing it costs a fraction of encoding it
+(CPython keeps a string's hash once computed)."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -119,12 +116,10 @@ class _CounterBase:
 
     def __init__(self, template: ChatTemplate | None, cache_size: int) -> None:
         self.template = template or ChatTemplate()
-        self._cache: OrderedDict[tuple[str, int], int] = OrderedDict()
-        self._cache_size = max(0, cache_size)
-        self._lock = threading.Lock()
+        self._cache: LRU[tuple[str, int], int] = LRU(max(0, cache_size))
         # (length, hash) of a long text -> its count before scaling; never the text itself,
         # which would stay alive here.
-        self._remembered_texts: OrderedDict[tuple[int, int], float] = OrderedDict()
+        self._remembered_texts: LRU[tuple[int, int], float] = LRU(TEXTS_REMEMBERED)
 
     @property
     def name(self) -> str:
@@ -147,33 +142,21 @@ class _CounterBase:
 
     def _remembered(self, key: tuple[str, int], count: Callable[[], int]) -> int:
         """``count()``, remembered under ``key`` in the bounded cache."""
-        with self._lock:
-            cached = self._cache.get(key)
-            if cached is not None:
-                self._cache.move_to_end(key)
-                return cached
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
         tokens = count()
-        if self._cache_size:
-            with self._lock:
-                self._cache[key] = tokens
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
+        self._cache.put(key, tokens)
         return tokens
 
     def _remembered_text(self, text: str, count: Callable[[str], float]) -> float:
         """``count(text)`` (unscaled), remembered for the last :data:`TEXTS_REMEMBERED` long
         texts."""
         key = (len(text), hash(text))
-        with self._lock:
-            tokens = self._remembered_texts.get(key)
-            if tokens is not None:
-                self._remembered_texts.move_to_end(key)
-                return tokens
-        tokens = count(text)
-        with self._lock:
-            self._remembered_texts[key] = tokens
-            if len(self._remembered_texts) > TEXTS_REMEMBERED:
-                self._remembered_texts.popitem(last=False)
+        tokens = self._remembered_texts.get(key)
+        if tokens is None:
+            tokens = count(text)
+            self._remembered_texts.put(key, tokens)
         return tokens
 
     def count_messages(self, messages: Iterable[Message]) -> int:
@@ -241,8 +224,7 @@ class _CounterBase:
 
     def cache_info(self) -> tuple[int, int]:
         """(entries held, maximum entries)."""
-        with self._lock:
-            return len(self._cache), self._cache_size
+        return len(self._cache), self._cache.max_entries or 0
 
 
 def _image(part: ImagePart) -> int:
