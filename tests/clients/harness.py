@@ -279,6 +279,11 @@ def clean_env(home: Path, **extra: str) -> dict[str, str]:
         "XDG_DATA_HOME": str(home / ".local" / "share"),
         "XDG_CACHE_HOME": str(home / ".cache"),
         "XDG_STATE_HOME": str(home / ".local" / "state"),
+        # The plans run the repository's Python, edit a module, then run it again. Bytecode is
+        # checked against its source's mtime in whole seconds and its size, and the plans'
+        # `LIMIT = 100` -> `LIMIT = 250` keeps the size: a fast client edits within the second
+        # and the check imports the stale .pyc ("limit FAILED", the step-18 flake).
+        "PYTHONDONTWRITEBYTECODE": "1",
     }
     env.update(extra)
     return env

@@ -93,7 +93,7 @@ def make_repo(root: Path) -> Path:
 def edits_missing(work: Path) -> str | None:
     """None when ``tests/check.py --all`` says every edit landed, else what it printed."""
     checked = subprocess.run(
-        ["python3", "tests/check.py", "--all"],
+        ["python3", "-B", "tests/check.py", "--all"],  # -B: see clean_env
         cwd=work,
         env={"PATH": "/usr/bin:/bin"},
         capture_output=True,
