@@ -171,14 +171,19 @@ def test_text_actions_of_shell_only_agents() -> None:
     assert facts.task is not None and facts.task.text == "fix the bug"
 
 
-def test_decisions_next_steps_and_constraints() -> None:
-    view = [
+def _narrative_view() -> list[Message]:
+    """A task with a constraint, a decision and a next step."""
+    return [
         Message.user("Port the cache. Do not change the public API.", id="u"),
         Message.assistant(
             "The root cause is a stale key. I will use an LRU instead of a dict.", id="a1"
         ),
         Message.assistant("Tests pass. Next I need to update the docs.", id="a2"),
     ]
+
+
+def test_decisions_next_steps_and_constraints() -> None:
+    view = _narrative_view()
     facts = extract_facts(view)
     assert [f.text for f in facts.constraints] == ["Do not change the public API."]
     assert "The root cause is a stale key." in [f.text for f in facts.decisions]
@@ -230,13 +235,7 @@ def test_an_output_read_back_with_its_ref_gives_the_same_action_but_the_ref() ->
 
 
 def test_without_the_narrative_only_the_narrative_is_left_out() -> None:
-    view = [
-        Message.user("Port the cache. Do not change the public API.", id="u"),
-        Message.assistant(
-            "The root cause is a stale key. I will use an LRU instead of a dict.", id="a1"
-        ),
-        Message.assistant("Tests pass. Next I need to update the docs.", id="a2"),
-    ]
+    view = _narrative_view()
     full = extract_facts(view)
     narrow = extract_facts(view, narrative=False)
     assert full.decisions and full.next_steps and full.latest_progress
