@@ -763,3 +763,18 @@ def test_pieces_join_back_and_cut_at_whitespace() -> None:
     assert all(len(p) <= CHUNK_CHARS for p in pieces)
     cuts = [len("".join(pieces[: i + 1])) for i in range(len(pieces) - 1)]
     assert all(text[c - 1] == "\n" or text[c] == " " or text[c - 1] == "x" for c in cuts)
+
+
+@pytest.mark.parametrize("make", [TiktokenCounter, HeuristicCounter])
+def test_tool_counts_see_parameters_changed_in_place(make: Callable[[], TokenCounter]) -> None:
+    """The counter remembers each tool's schema encoding, but a ToolSpec's parameters can
+    change in place: the count follows them, as a fresh counter's does."""
+    properties: dict[str, object] = {"path": {"type": "string"}}
+    tool = ToolSpec("read", "Read a file.", {"type": "object", "properties": properties})
+    counter = make()
+    for _ in range(3):  # remembered from the second sight on
+        assert counter.count_tools([tool]) == make().count_tools([tool])
+    properties["limit"] = {"type": "integer", "description": "most lines " * 20}
+    assert counter.count_tools([tool]) == make().count_tools([tool])
+    del properties["limit"]
+    assert counter.count_tools([tool]) == make().count_tools([tool])

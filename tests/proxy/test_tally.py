@@ -52,8 +52,8 @@ def test_resent_tools_and_system_are_counted_once_and_alike(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A client resending its tools unchanged gets the same tool specs (the body reader and the
-    checks share them): their count is remembered, and equals the counter's count each time,
-    another system prompt beside the same tools included."""
+    checks share them): the counter does not encode their schemas again, and the tally equals
+    the counter's count each time, another system prompt beside the same tools included."""
     resent, tally = ResentBodies(), TokenTally()
     for counter in (TiktokenCounter(), HeuristicCounter(), HeuristicCounter(scale=1.2)):
         clients = []
@@ -63,21 +63,21 @@ def test_resent_tools_and_system_are_counted_once_and_alike(
             clients.append(anthropic_side.parse_request(body))
         assert clients[1].tools is clients[0].tools and clients[3].tools is clients[0].tools
         counted: list[int] = []
-        real = counter.count_tools
-        monkeypatch.setattr(counter, "count_tools", _counting(real, counted))
+        schemas = counter._schemas
+        monkeypatch.setattr(schemas, "_encode", _counting(schemas._encode, counted))
         for client in clients:
             messages = [m for group in client.read() for m in group]
             whole = counter.count_request(messages, system=client.system, tools=client.tools)
             counted.clear()
             assert tally.count(counter, client) == whole
             if client is clients[1] or client is clients[3]:
-                assert not counted  # remembered: the same tools, the same system text
+                assert not counted  # remembered: the same tools
 
 
 def _counting(real: Any, counted: list[int]) -> Any:
-    def count_tools(tools: Any) -> int:
+    def encode(tool: Any) -> str:
         counted.append(1)
-        tokens: int = real(tools)
-        return tokens
+        schema: str = real(tool)
+        return schema
 
-    return count_tools
+    return encode

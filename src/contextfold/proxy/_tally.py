@@ -4,22 +4,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
 
 from contextfold.proxy._wire import ClientRequest
-from contextfold.tokens.counters import HeuristicCounter, TiktokenCounter, TokenCounter
-from contextfold.tool_spec import ToolSpec
+from contextfold.tokens.counters import TokenCounter
 
 __all__ = ["TokenTally"]
 
 _DEFAULT_SIZE = 200_000
-
-_FIXED_SIZE = 16
-"""Requests' fixed parts (system prompt and tools) remembered, for as many clients at once."""
-
-_PURE = (HeuristicCounter, TiktokenCounter)
-"""Counters whose count of a request depends on nothing but what they count (their scale is
-fixed when made): a count of theirs can be remembered."""
 
 
 class TokenTally:
@@ -30,13 +21,11 @@ class TokenTally:
         self.size = size
         self._known: OrderedDict[tuple[str, bytes], int] = OrderedDict()
         self._lock = threading.Lock()
-        # (counter, tools, system) -> their count, by the counter and tools themselves (held).
-        self._fixed: dict[tuple[int, int], tuple[TokenCounter, tuple[ToolSpec, ...], str, int]]
-        self._fixed = {}
 
     def count(self, counter: TokenCounter, client: ClientRequest) -> int:
         """Prompt tokens of ``client``'s whole request: system, tools and every message."""
-        total = self._fixed_part(counter, client.system, client.tools)
+        # The counter remembers the system prompt (a long text) and each tool's schema.
+        total = counter.count_request([], system=client.system, tools=client.tools)
         missing: list[int] = []
         with self._lock:
             for index, digest in enumerate(client.digests):
@@ -54,22 +43,3 @@ class TokenTally:
                 while len(self._known) > self.size:
                     self._known.popitem(last=False)
         return total
-
-    def _fixed_part(self, counter: TokenCounter, system: str, tools: Sequence[ToolSpec]) -> int:
-        """``counter.count_request([], system=system, tools=tools)``, remembered for the same
-        tool specs (the very tuple: a client that resends its tools unchanged gets the same
-        one, see :class:`~contextfold.wire.anthropic_models.CheckedValues`) and system text.
-        Claude Code's 26 tools took 0.3 ms to count again (each schema written as JSON)."""
-        if not isinstance(counter, _PURE) or not isinstance(tools, tuple):
-            return counter.count_request([], system=system, tools=tools)
-        key = (id(counter), id(tools))
-        with self._lock:
-            entry = self._fixed.get(key)
-        if entry is not None and entry[0] is counter and entry[1] is tools and entry[2] == system:
-            return entry[3]
-        tokens = counter.count_request([], system=system, tools=tools)
-        with self._lock:
-            if len(self._fixed) >= _FIXED_SIZE:
-                self._fixed.clear()
-            self._fixed[key] = (counter, tools, system, tokens)
-        return tokens

@@ -52,7 +52,7 @@ from contextfold.tokens.tokenizers import (
     heuristic_parts,
     heuristic_tokens,
 )
-from contextfold.tool_spec import ToolSpec
+from contextfold.tool_spec import SchemaMemo, ToolSpec
 
 __all__ = [
     "DEFAULT_CACHE_SIZE",
@@ -120,6 +120,7 @@ class _CounterBase:
         # (length, hash) of a long text -> its count before scaling; never the text itself,
         # which would stay alive here.
         self._remembered_texts: LRU[tuple[int, int], float] = LRU(TEXTS_REMEMBERED)
+        self._schemas = SchemaMemo(_compact_json)
 
     @property
     def name(self) -> str:
@@ -177,7 +178,7 @@ class _CounterBase:
         parameter schema as compact JSON, plus the template's framing."""
         total = 0
         for tool in tools:
-            schema = json.dumps(tool.parameters, ensure_ascii=False, separators=(",", ":"))
+            schema = self._schemas.of(tool)
             # Cached: an agent sends the same tools on every call, often thousands of tokens.
             key = (_TOOL_KEY_PREFIX + tool.name, hash((tool.description, schema)))
             total += self._remembered(key, functools.partial(self._count_tool, tool, schema))
@@ -225,6 +226,11 @@ class _CounterBase:
     def cache_info(self) -> tuple[int, int]:
         """(entries held, maximum entries)."""
         return len(self._cache), self._cache.max_entries or 0
+
+
+def _compact_json(tool: ToolSpec) -> str:
+    """A tool's parameter schema as providers render it: compact JSON."""
+    return json.dumps(tool.parameters, ensure_ascii=False, separators=(",", ":"))
 
 
 def _image(part: ImagePart) -> int:

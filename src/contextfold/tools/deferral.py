@@ -55,10 +55,8 @@ its text, silently.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from operator import is_
 from typing import Any
 
 from contextfold.events import ComponentDegraded, Event, ToolsDeferred
@@ -69,7 +67,7 @@ from contextfold.outputs.read_result import (
     read_result,
 )
 from contextfold.tokens.counter import TokenCounter
-from contextfold.tool_spec import ToolSource, ToolSpec
+from contextfold.tool_spec import SchemaMemo, ToolSource, ToolSpec
 from contextfold.tools.search import (
     TOOL_SEARCH_DEFAULT_LIMIT,
     TOOL_SEARCH_MAX_LIMIT,
@@ -311,9 +309,7 @@ class ToolDeferral:
         sent (the rest wait behind ``tool_search``)."""
         self.last: ToolSelection | None = None
         """The latest selection (None before the first)."""
-        self._schemas = _Schemas()
-        self._total: tuple[TokenCounter, tuple[_Schema | None, ...], int] | None = None
-        """:meth:`_safe_total`'s latest count, by counter and the tools' remembered schemas."""
+        self._schemas = SchemaMemo(_schema_of)
 
     # -- the turn --------------------------------------------------------------------------------
 
@@ -548,23 +544,8 @@ class ToolDeferral:
     def _safe_total(self, tools: Sequence[ToolSpec], counter: TokenCounter) -> int:
         """Tokens of ``tools`` as the counter counts them, or the sum of estimates when it fails
         (which never raises: the estimates fall back on the text's length)."""
-        # The same tools come every turn: their count is kept with the remembered encodings
-        # of their parameters, and holds while each tool still has those.
-        entries = tuple(map(self._schemas.entry, tools))
-        known = None not in entries
-        last = self._total
-        if (
-            known
-            and last is not None
-            and last[0] is counter
-            and len(last[1]) == len(entries)
-            and all(map(is_, last[1], entries))
-        ):
-            return last[2]
         total = self._counted(lambda: counter.count_tools(tools), odd_tools=_ODD_TOOL_ERRORS)
         if total is not None:
-            if known:
-                self._total = (counter, entries, total)
             return total
         return self._preamble + sum(self._marginal_costs(tools, counter)) if tools else 0
 
@@ -627,67 +608,3 @@ class ToolDeferral:
 
 def _schema_of(tool: ToolSpec) -> str:
     return compact_schema(getattr(tool, "parameters", None))
-
-
-_Schema = tuple[ToolSpec, Any, str]
-"""A tool, a copy of its parameters, and their encoding."""
-
-
-class _Schemas:
-    """Each tool's parameters as compact JSON (:func:`_schema_of`), remembered per tool object.
-
-    A :class:`ToolSpec` is frozen, but its ``parameters`` are a mapping its caller could still
-    change in place; so each encoding is kept with a copy of the parameters it was made from
-    (the encoding read back), and used again only while the tool's parameters still equal that
-    copy (a comparison at C speed, far cheaper than encoding again). The copy is made the second
-    time an object is seen: a host that builds new tool objects for every call pays nothing for
-    a memory it cannot use.
-    """
-
-    def __init__(self) -> None:
-        self._known: dict[int, _Schema] = {}
-        self._used: dict[int, _Schema] = {}
-
-    def of(self, tool: ToolSpec) -> str:
-        """:func:`_schema_of` ``tool``."""
-        hit = self.entry(tool)
-        if hit is not None:
-            return hit[2]
-        key = id(tool)
-        held = self._used.get(key) or self._known.get(key)
-        schema = _schema_of(tool)
-        if type(tool) is not ToolSpec:
-            return schema
-        copied: Any = _UNSEEN
-        if held is not None and held[0] is tool and held[2] == schema:
-            try:
-                # The encoding read back is a copy of the parameters, made at C speed; it
-                # equals them only when they are plain JSON (a tuple comes back a list, a set
-                # or any other object a string: those never match, and are encoded each time).
-                copied = json.loads(schema)
-            except ValueError:  # what compact_schema gives for circular references
-                copied = _UNSEEN
-        if len(self._used) >= _SCHEMAS_REMEMBERED:
-            self._known, self._used = self._used, {}
-        self._used[key] = (tool, copied, schema)
-        return schema
-
-    def entry(self, tool: ToolSpec) -> _Schema | None:
-        """What is remembered of ``tool`` while its parameters are unchanged: the same object
-        until they change, so that a count made from it holds while the tool has it."""
-        key = id(tool)
-        hit = self._used.get(key) or self._known.get(key)
-        if hit is None or hit[0] is not tool or hit[1] is _UNSEEN or tool.parameters != hit[1]:
-            return None
-        self._used[key] = hit
-        return hit
-
-
-_UNSEEN: Any = object()
-"""In place of the copy of a tool's parameters until its object is seen a second time."""
-
-
-_SCHEMAS_REMEMBERED = 1_024
-"""Tool objects whose encodings :class:`_Schemas` holds before it keeps only the latest half
-(an agent sends the same few tools every turn; a host that builds new objects each call must
-not grow it without bound)."""
