@@ -183,15 +183,38 @@ def _corpus_folders(root: Path) -> list[tuple[str, Path]]:
 
 
 def _methods(text: str) -> tuple[str, ...]:
-    """The methods ``--methods`` names (comma-separated), the default preset first."""
-    wanted = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in wanted if name not in METHODS]
-    if unknown:
+    """The methods ``--methods`` names (comma-separated), the default preset first.
+
+    Some names hold a comma themselves ("mask-first, thresholds only"), so the pieces between
+    commas are joined back into the longest known name at each place.
+    """
+    pieces = text.split(",")
+    known = {_squeezed(name): name for name in METHODS}
+    wanted: list[str] = []
+    unknown: list[str] = []
+    start = 0
+    while start < len(pieces):
+        for end in range(len(pieces), start, -1):
+            name = known.get(_squeezed(",".join(pieces[start:end])))
+            if name is not None:
+                wanted.append(name)
+                start = end
+                break
+        else:
+            if pieces[start].strip():
+                unknown.append(pieces[start].strip())
+            start += 1
+    if unknown or not wanted:
         raise argparse.ArgumentTypeError(
-            f"unknown method {', '.join(map(repr, unknown))}; the methods are: "
-            + ", ".join(METHODS)
+            f"unknown method {', '.join(map(repr, unknown)) or repr(text)}; the methods are: "
+            + "; ".join(METHODS)
         )
     return tuple(dict.fromkeys([DEFAULT_PRESET, *wanted]))
+
+
+def _squeezed(name: str) -> str:
+    """``name`` with no space around its commas or at its ends, as it is compared."""
+    return ",".join(piece.strip() for piece in name.split(","))
 
 
 def _workers(text: str) -> int:
@@ -850,8 +873,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--methods",
         type=_methods,
         metavar="NAME,NAME",
-        help=f"replay only these methods ({DEFAULT_PRESET} is always among them); one of: "
-        + ", ".join(METHODS),
+        help=f"replay only these methods, comma-separated ({DEFAULT_PRESET} is always among "
+        "them); the methods: " + "; ".join(METHODS).replace("%", "%%"),
+        # argparse %-formats help texts: a method's name may hold a "%".
     )
     parser.add_argument(
         "--workers",

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,11 +93,11 @@ def _postgres_kill_run(kills: int) -> KillReport | None:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = benchmark_arguments(__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, help="fuzz cases per protocol")
     parser.add_argument("--kills", type=int, help="SIGKILLs of the proxy per backend")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     cases = args.cases or (QUICK_CASES if args.quick else FULL_CASES)
     kills = args.kills or (QUICK_KILLS if args.quick else FULL_KILLS)
     warnings.simplefilter("ignore")

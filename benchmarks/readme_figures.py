@@ -12,7 +12,9 @@ Run: ``python -m benchmarks.readme_figures`` rewrites the block from RESULTS.md 
 
 from __future__ import annotations
 
+import argparse
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchmarks._results import RESULTS, ROOT, markdown_table, replace_block
@@ -95,7 +97,9 @@ def write() -> bool:
     return replace_block(MAIN_README, BLOCK, render(RESULTS.read_text(encoding="utf-8")))
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    # No options; the parser gives --help and refuses a mistyped one instead of rewriting files.
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     if not write():
         raise SystemExit(f"{MAIN_README} has no <!-- BEGIN {BLOCK} --> block")
     print(render(RESULTS.read_text(encoding="utf-8")))

@@ -10,7 +10,9 @@ measuring).
 
 from __future__ import annotations
 
+import argparse
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from benchmarks import readme_figures
@@ -101,7 +103,9 @@ def write_scoreboard() -> None:
     readme_figures.write()  # the main README quotes a few rows
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    # No options; the parser gives --help and refuses a mistyped one instead of rewriting files.
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     write_scoreboard()
     print(render(load_figures()))
 
