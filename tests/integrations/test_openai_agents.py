@@ -31,6 +31,7 @@ from contextfold.integrations._openai_agents_items import (
     Item,
     ItemsToMessages,
     MessagesToItems,
+    _HistoryItems,
     plain_item,
     raw_items_by_digest,
 )
@@ -156,6 +157,24 @@ def test_a_growing_history_converts_as_a_whole_conversion_would(
         bare = [Message(m.role, m.parts) for m in messages]
         assert view.items(bare, messages) == items
         assert view.items(bare, messages) == items  # the second time from what it remembered
+
+
+@given(st.lists(st.tuples(_histories, st.integers(0, 8)), min_size=1, max_size=5))
+@settings(max_examples=200, deadline=None)
+def test_the_history_index_kept_call_after_call_equals_the_index_made_afresh(
+    steps: list[tuple[list[Item], int]],
+) -> None:
+    """The view's mapping indexes the history's items by digest, reading only what the history
+    gained (and taking out what it lost) since the call before: each step drops some of the
+    last history's messages and appends new ones, and the index must be the one made afresh."""
+    index, converter = _HistoryItems(), ItemsToMessages()
+    items: list[Item] = []
+    for more, dropped in steps:
+        items = items[: max(0, len(items) - dropped)] + more
+        history = converter.convert(json.loads(json.dumps(items)))
+        assert index.known(history) == raw_items_by_digest(history)
+        # A history of other objects saying the same (another source of it).
+        assert index.known(messages_from_items(items)) == raw_items_by_digest(history)
 
 
 def test_a_reply_that_goes_on_is_converted_again() -> None:

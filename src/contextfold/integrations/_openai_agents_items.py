@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from contextfold.hosts.digests import message_digest
-from contextfold.integrations._memo import LatestObjects
+from contextfold.integrations._memo import LatestObjects, same_objects
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -252,25 +252,71 @@ def _unchanged(messages: Sequence[Message], items: Sequence[Item]) -> tuple[int,
 class MessagesToItems:
     """:func:`items_from_messages` for the engine's view, call after call: the engine keeps its
     view's messages between calls, so the items of each are found once (the SDK gets copies
-    every call, as it got new items every call before)."""
+    every call, as it got new items every call before). The history's items by digest are
+    kept too, and only what the history gained since the last call is digested."""
 
     def __init__(self) -> None:
         self._items: LatestObjects[list[Item]] = LatestObjects()
+        self._history = _HistoryItems()
 
-    def items(self, view: Iterable[Message], history: Iterable[Message]) -> list[Item]:
+    def items(self, view: Iterable[Message], history: Sequence[Message]) -> list[Item]:
         """:func:`items_from_messages` of ``view``, the original items found in ``history``."""
-        queues: dict[bytes, deque[list[Item]]] | None = None
+        queues: _Queues | None = None
         out: list[Item] = []
         for message in view:
             found = self._items.get((message,))
             if found is None:
                 if queues is None:
-                    queues = _queues(raw_items_by_digest(history))
+                    queues = _Queues(self._history.known(history))
                 found = _message_items(message, queues)
                 self._items.keep((message,), found)
             out.extend(json_copy(item) for item in found)
         self._items.rotate()
         return out
+
+
+class _HistoryItems:
+    """:func:`raw_items_by_digest` of a history that grows call after call: the messages it
+    begins with that are the very objects of the history before (frozen, so their digests and
+    items are the same) are not read again, and only those it lost are taken out."""
+
+    def __init__(self) -> None:
+        self._messages: list[Message] = []
+        """The history indexed, and each of its messages' digest (None: no items)."""
+        self._digests: list[bytes | None] = []
+        self._known: dict[bytes, list[list[Item]]] = {}
+
+    def known(self, history: Sequence[Message]) -> RawItems:
+        """``raw_items_by_digest(history)`` (read only: it changes with the next call)."""
+        same = _common_prefix(self._messages, history)
+        known, digests = self._known, self._digests
+        for digest in reversed(digests[same:]):  # the last one queued for it is this one's
+            if digest is not None:
+                raws = known[digest]
+                raws.pop()
+                if not raws:
+                    del known[digest]
+        del digests[same:]
+        for message in history[same:]:
+            raw = message.meta.provider.get(RAW_ITEMS_KEY)
+            digest = message_digest(message) if isinstance(raw, list) else None
+            if digest is not None:
+                known.setdefault(digest, []).append(cast(list[Item], raw))
+            digests.append(digest)
+        self._messages = list(history)
+        return known
+
+
+def _common_prefix(a: Sequence[object], b: Sequence[object]) -> int:
+    """How many of the first objects ``a`` and ``b`` share (the very objects)."""
+    if len(a) <= len(b) and same_objects(a, b[: len(a)]):
+        return len(a)  # the usual case: one pass in C
+    count = 0
+    for x, y in zip(a, b, strict=False):
+        if x is not y:
+            break
+        count += 1
+    return count
 
 
 def json_copy(value: Any) -> Any:
@@ -356,21 +402,34 @@ def _rebuilt(message: Message) -> list[Item]:
 def items_from_messages(messages: Iterable[Message], known: RawItems | None = None) -> list[Item]:
     """Messages as SDK items: the original items of each message that still says what they
     said (looked up in ``known``, else in the message's own meta), fresh items otherwise."""
-    queues = _queues(known or {})
+    queues = _Queues(known or {})
     return [copy.deepcopy(item) for m in messages for item in _message_items(m, queues)]
 
 
-def _queues(known: RawItems) -> dict[bytes, deque[list[Item]]]:
-    return {digest: deque(raws) for digest, raws in known.items()}
+class _Queues:
+    """The original items ``known`` holds for each digest, to be given out once each, in
+    order, within one conversion. A digest's queue is made when it is first asked for: a
+    conversion asks for a few (the messages not mapped before), not for the whole history."""
+
+    def __init__(self, known: RawItems) -> None:
+        self._known = known
+        self._left: dict[bytes, deque[list[Item]]] = {}
+
+    def take(self, digest: bytes) -> list[Item] | None:
+        """The next original items for ``digest``, None when none are left."""
+        left = self._left.get(digest)
+        if left is None:
+            left = self._left[digest] = deque(self._known.get(digest, ()))
+        return left.popleft() if left else None
 
 
-def _message_items(message: Message, queues: dict[bytes, deque[list[Item]]]) -> list[Item]:
+def _message_items(message: Message, queues: _Queues) -> list[Item]:
     """The items of one message (not copies): its original items when it still says what they
     say (the first left in ``queues`` for its digest, taken; else its own), else fresh ones."""
     digest = message_digest(message)
-    queue = queues.get(digest)
-    if queue:
-        return queue.popleft()
+    queued = queues.take(digest)
+    if queued is not None:
+        return queued
     own = message.meta.provider.get(RAW_ITEMS_KEY)
     if isinstance(own, list) and _same(own, digest):
         return own

@@ -47,8 +47,11 @@ class ItemLog:
 
     def add(self, items: list[Item]) -> None:
         if items:
-            self._store.append_event(self._session_id, ADD, {"items": json_copy(items)})
-            self.items.extend(json_copy(items))
+            # One copy for both: the store encodes it (or keeps it, in memory), and the log's
+            # items are never changed in place (a pop or clear changes the list only).
+            copied = json_copy(items)
+            self._store.append_event(self._session_id, ADD, {"items": copied})
+            self.items.extend(copied)
 
     def pop(self) -> Item | None:
         if not self.items:
