@@ -1,0 +1,32 @@
+"""benchmarks/integrations.py: a run is repeatable (the same requests on every run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pydantic_ai")
+
+from benchmarks.baselines import wire_segments
+from benchmarks.integrations import Run, load_script, replay, run_pydantic_ai
+from tests.conftest import shared_path
+
+
+def _requests(run: Run) -> list[object]:
+    return [wire_segments(r.messages, r.system, r.tools, "openai") for r in run.inputs]
+
+
+def test_two_replays_send_the_same_requests(tmp_path: Path) -> None:
+    """Fresh ids hold the clock and a random part, and they reach what the model reads (refs,
+    summaries citing messages): two runs once differed by 1,443 input tokens on one transcript.
+    A replay makes its ids reproducibly."""
+    folder = shared_path("trajectories", "mini-swe-agent-deepseek")
+    # 45 calls: the first compaction comes at call 44 (two plain runs differed from there).
+    script = load_script(next(folder.glob("*django-14016*.json")), 45)
+    runs = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        runs.append(replay(run_pydantic_ai, script, "contextfold", tmp_path / name))
+    assert not runs[0].error
+    assert _requests(runs[0]) == _requests(runs[1])
