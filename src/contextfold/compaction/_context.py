@@ -95,16 +95,21 @@ class CompactionContext:
 
         Found once per compaction and reused for each later view it still holds for
         (:meth:`FoundWindow.holds_for <contextfold.history.turns.FoundWindow.holds_for>`)."""
+        return self.recent_window().start
+
+    def recent_window(self) -> FoundWindow:
+        """The protected recent window of the view, and why it begins where it does (see
+        :meth:`window_start`)."""
         turns = 0 if self.hard else self.recent.turns
         max_tokens = None if self.hard else self.recent.max_tokens(self.window_tokens)
         for counter, found in reversed(self.found_windows):
             if counter is self.counter and found.holds_for(self.view, counter, turns, max_tokens):
-                return found.start
+                return found
         found = FoundWindow.of(self.view, self.counter, turns=turns, max_tokens=max_tokens)
         if len(self.found_windows) >= _FOUND_WINDOWS_KEPT:
             del self.found_windows[0]
         self.found_windows.append((self.counter, found))
-        return found.start
+        return found
 
     def stash(self, content: str, tool_name: str | None = None) -> str:
         """Put ``content`` in the blob store (idempotent) and return its ref."""

@@ -91,8 +91,7 @@ class Summarize:
         """The summary edit (and a drop of the covered tail), or nothing when it would not help."""
         view = ctx.view
         task = task_index(view)
-        lo = task + 1 if task is not None else _first_conversation_index(view)
-        hi = ctx.window_start()
+        lo, hi = self.span(ctx)
         if hi <= lo:
             return []
         previous: StructuredSummary | None = None
@@ -117,6 +116,14 @@ class Summarize:
             )
         message = summary_message(summary, (covers_first, view[hi - 1].id))
         return self._edits(ctx, lo, hi, message)
+
+    @staticmethod
+    def span(ctx: CompactionContext) -> tuple[int, int]:
+        """The indices of ``ctx.view`` a summary would take the place of, as a range's bounds:
+        from after the task to the recent window."""
+        task = task_index(ctx.view)
+        lo = task + 1 if task is not None else _first_conversation_index(ctx.view)
+        return lo, ctx.window_start()
 
     @staticmethod
     def _edits(ctx: CompactionContext, lo: int, hi: int, message: Message) -> list[ContextEdit]:

@@ -21,7 +21,9 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import ClassVar, Literal, TypeAlias
 
 from contextfold.compaction._context import CompactionContext
+from contextfold.compaction._results import result_slots
 from contextfold.compaction._shrink import ShrinkToFit
+from contextfold.compaction._summarize import SUMMARY_INPUT_HEAD_CHARS, SUMMARY_INPUT_TAIL_CHARS
 from contextfold.compaction.hygiene import RestoreFiles, hygiene_strategies
 from contextfold.compaction.restart import RestartPolicy
 from contextfold.compaction.strategies import (
@@ -33,11 +35,19 @@ from contextfold.compaction.strategies import (
     Strategy,
     Summarize,
     TruncateToolResults,
+    maskable,
 )
 from contextfold.compaction.summary import StructuredSummary
-from contextfold.edits import ContextEdit, EditAction, SummarizeEdit, apply_edit, edit_action
+from contextfold.edits import (
+    ContextEdit,
+    EditAction,
+    SummarizeEdit,
+    apply_edit,
+    edit_action,
+)
 from contextfold.errors import ConfigError
 from contextfold.events import Event, SummarizerFellBack
+from contextfold.history.turns import last_user_index
 from contextfold.messages import Message, SummaryPart
 from contextfold.tokens.counter import TokenCounter
 
@@ -394,21 +404,39 @@ class Compactor:
         current = before
         edits: list[ContextEdit] = []
         ran: list[str] = []
-        for strategy in chain:
+        position = 0
+        while position < len(chain):
+            strategy = chain[position]
+            position += 1
             if enforce_progress and current <= ctx.target_tokens:
                 break
-            kept = 0
-            for edit in strategy.plan(run_ctx.with_view(view, current)):
-                after = apply_edit(view, edit)
-                freed = freed_by(ctx.counter, view, after)
-                if freed > 0:  # never an edit that frees nothing
-                    # What the view costs now, without counting it again: the edit changed
-                    # only the messages freed_by counted (messages are immutable).
-                    view, current = after, current - freed
-                    edits.append(edit)
-                    kept += 1
-            if kept:
-                ran.append(strategy.name)
+            step = run_ctx.with_view(view, current)
+            following = chain[position] if position < len(chain) else None
+            planned: list[tuple[Strategy, list[ContextEdit]]] | None = None
+            if (
+                enforce_progress
+                and isinstance(strategy, MaskObservations)
+                and not strategy.riders
+                and isinstance(following, Summarize)
+            ):
+                shortcut = _summary_instead_of_mask(step, following, events)
+                if shortcut is not None:
+                    planned, position = [(following, shortcut)], position + 1
+            if planned is None:
+                planned = [(strategy, strategy.plan(step))]
+            for planner, planned_edits in planned:
+                kept = 0
+                for edit in planned_edits:
+                    after = apply_edit(view, edit)
+                    freed = freed_by(ctx.counter, view, after)
+                    if freed > 0:  # never an edit that frees nothing
+                        # What the view costs now, without counting it again: the edit changed
+                        # only the messages freed_by counted (messages are immutable).
+                        view, current = after, current - freed
+                        edits.append(edit)
+                        kept += 1
+                if kept:
+                    ran.append(planner.name)
         if enforce_progress and self.restore_files is not None and not ctx.hard:
             restored = _with_files_restored(self.restore_files, run_ctx, edits, view, current)
             if restored is not None:
@@ -481,6 +509,67 @@ def _with_files_restored(
     if tokens > ctx.target_tokens or note not in view:
         return None
     return changed, view, tokens
+
+
+def _summary_instead_of_mask(
+    ctx: CompactionContext, summarize: Summarize, events: list[Event]
+) -> list[ContextEdit] | None:
+    """The edits of ``mask`` then ``summarize`` without the part of the batch the summary
+    takes out of the view again, when that is certain; else ``None`` (both are planned as
+    usual).
+
+    A compaction whose batch cannot reach the target alone goes on to summarize everything
+    between the task and the recent window: most of the batch's placeholders, stashed outputs
+    and edit would be thrown away there and then. Only the outputs the recent window takes in
+    once they are masked (it is capped in tokens) stay masked in the view; the batch is cut
+    to those, and the view, the summary and what it costs are the same, provided that
+
+    - every output the batch could mask lies in the summary's range (none before it);
+    - the batch cannot reach the target even if it freed the whole of every message it could
+      change (then the summary follows it, and the batch masks every output it can);
+    - the summary reads the same texts: a masked output is read back from its ref, cut to
+      head and tail past ``SUMMARY_INPUT_*_CHARS``, an unmasked one as the view shows it; so
+      no output the batch could mask shows more than that;
+    - the summary edit is made either way: it costs less than the messages of its range the
+      batch would leave alone (after the batch, the range costs at least those), and the last
+      user message is outside the range (its split of the range weighs each side).
+
+    Each output the summary replaces is stashed by it and cited by ref, as after a batch.
+    When the summary turns out not to meet the last condition, its events are taken back
+    and ``None`` returned: the batch and the summary are then planned as before (the
+    summarizer is asked again; rare, a summary being far smaller than what it replaces).
+    """
+    view = ctx.view
+    lo, hi = summarize.span(ctx)
+    last_user = last_user_index(view)
+    if hi <= lo or (last_user is not None and lo <= last_user < hi):
+        return None
+    longest = SUMMARY_INPUT_HEAD_CHARS + SUMMARY_INPUT_TAIL_CHARS
+    slots = [slot for slot in result_slots(view, 0, hi) if maskable(ctx, slot)]
+    if any(slot.index < lo or len(slot.result.content) > longest for slot in slots):
+        return None
+    changing = {slot.index for slot in slots}  # the messages a batch could change
+    count = ctx.counter.count_message
+    if ctx.tokens() - sum(count(view[i]) for i in changing) <= ctx.target_tokens:
+        return None
+    # The window as the batch would leave it: a unit its token cap refused might fit once
+    # masked, and stay in the view masked. Certain to be refused still when what the batch
+    # leaves of it alone is too much.
+    window = ctx.recent_window()
+    refused = window.refused
+    if refused is not None and window.max_tokens is not None:
+        unchanged = sum(count(view[i]) for i in refused if i not in changing)
+        if window.used + unchanged <= window.max_tokens:
+            return None
+    start = window.start
+    left_alone = sum(count(view[i]) for i in range(lo, start) if i not in changing)
+    emitted = len(events)
+    planned = summarize.plan(ctx)
+    summaries = [e.summary for e in planned if isinstance(e, SummarizeEdit)]
+    if not summaries or any(count(m) >= left_alone for m in summaries):
+        del events[emitted:]
+        return None
+    return planned
 
 
 def freed_by(counter: TokenCounter, before: Sequence[Message], after: Sequence[Message]) -> int:

@@ -71,6 +71,8 @@ __all__ = [
     "Summarize",
     "ToolResultDigest",
     "TruncateToolResults",
+    "maskable",
+    "masked_result",
 ]
 
 DEFAULT_MASK_BATCH_SHARE = 0.15
@@ -157,21 +159,37 @@ class MaskObservations:
         items: list[ReplacedResult] = []
         freed = 0
         for slot in result_slots(ctx.view, 0, ctx.window_start()):
-            if is_placeholder(slot):
+            masked = masked_result(ctx, slot)
+            if masked is None:
                 continue
-            before = ctx.counter.count_text(slot.result.content)
-            if before < MIN_MASKABLE_TOKENS:
-                continue
-            ref = ctx.stash_result(slot.result)
-            text = placeholder_for(slot.result, slot.call, ref)
-            saved = before - ctx.counter.count_text(text)
-            if saved <= 0:
-                continue
-            items.append(ReplacedResult(slot.message.id, slot.result.call_id, text, ref))
+            item, saved = masked
+            items.append(item)
             freed += saved
             if freed >= need:
                 break
         return items, freed
+
+
+def maskable(ctx: CompactionContext, slot: ResultSlot) -> bool:
+    """Whether :class:`MaskObservations` looks at the result at all: not masked yet, and not
+    too small to be worth a placeholder."""
+    if is_placeholder(slot):
+        return False
+    return ctx.counter.count_text(slot.result.content) >= MIN_MASKABLE_TOKENS
+
+
+def masked_result(ctx: CompactionContext, slot: ResultSlot) -> tuple[ReplacedResult, int] | None:
+    """The placeholder :class:`MaskObservations` puts in place of one result (its output
+    stashed), with the tokens it saves; ``None`` when it leaves the result alone."""
+    if not maskable(ctx, slot):
+        return None
+    before = ctx.counter.count_text(slot.result.content)
+    ref = ctx.stash_result(slot.result)
+    text = placeholder_for(slot.result, slot.call, ref)
+    saved = before - ctx.counter.count_text(text)
+    if saved <= 0:
+        return None
+    return ReplacedResult(slot.message.id, slot.result.call_id, text, ref), saved
 
 
 def _with_riders(
