@@ -45,7 +45,9 @@ def _turns() -> list[Turn]:
             calls = message.tool_calls
             if message.role != "assistant" or not calls:
                 continue
-            results = {r.call_id: r.content for m in messages[i + 1 : i + 3] for r in m.tool_results}
+            results = {
+                r.call_id: r.content for m in messages[i + 1 : i + 3] for r in m.tool_results
+            }
             outputs = tuple(results.get(c.call_id, "") for c in calls)
             turns.append((message.text, tuple((c.name, c.arguments) for c in calls), outputs))
         if len(turns) > MESSAGES:
