@@ -36,11 +36,13 @@ from contextfold.compaction.strategies import (
     Summarize,
     TruncateToolResults,
     maskable,
+    masked_result,
 )
 from contextfold.compaction.summary import StructuredSummary
 from contextfold.edits import (
     ContextEdit,
     EditAction,
+    MaskEdit,
     SummarizeEdit,
     apply_edit,
     edit_action,
@@ -419,9 +421,9 @@ class Compactor:
                 and not strategy.riders
                 and isinstance(following, Summarize)
             ):
-                shortcut = _summary_instead_of_mask(step, following, events)
-                if shortcut is not None:
-                    planned, position = [(following, shortcut)], position + 1
+                planned = _summary_instead_of_mask(step, strategy, following, events)
+                if planned is not None:
+                    position += 1
             if planned is None:
                 planned = [(strategy, strategy.plan(step))]
             for planner, planned_edits in planned:
@@ -512,8 +514,8 @@ def _with_files_restored(
 
 
 def _summary_instead_of_mask(
-    ctx: CompactionContext, summarize: Summarize, events: list[Event]
-) -> list[ContextEdit] | None:
+    ctx: CompactionContext, mask: MaskObservations, summarize: Summarize, events: list[Event]
+) -> list[tuple[Strategy, list[ContextEdit]]] | None:
     """The edits of ``mask`` then ``summarize`` without the part of the batch the summary
     takes out of the view again, when that is certain; else ``None`` (both are planned as
     usual).
@@ -552,24 +554,41 @@ def _summary_instead_of_mask(
     count = ctx.counter.count_message
     if ctx.tokens() - sum(count(view[i]) for i in changing) <= ctx.target_tokens:
         return None
-    # The window as the batch would leave it: a unit its token cap refused might fit once
-    # masked, and stay in the view masked. Certain to be refused still when what the batch
-    # leaves of it alone is too much.
+    # The window as the batch leaves it: a unit its token cap refused may fit once masked,
+    # and then stays in the view masked, with every unit the window takes in after it. The
+    # window depends only on the units from the one it refuses on: mask every output from
+    # there to the summary's end and look again, until it refuses a unit the batch leaves as
+    # it is, or none.
+    masked_view: Sequence[Message] = view
+    masked_from = hi
     window = ctx.recent_window()
-    refused = window.refused
-    if refused is not None and window.max_tokens is not None:
-        unchanged = sum(count(view[i]) for i in refused if i not in changing)
-        if window.used + unchanged <= window.max_tokens:
-            return None
+    while window.refused is not None and window.refused.start < masked_from:
+        items = [
+            found[0]
+            for slot in slots
+            if window.refused.start <= slot.index < masked_from
+            and (found := masked_result(ctx, slot)) is not None
+        ]
+        masked_from = window.refused.start
+        if not items:
+            break  # the batch leaves the unit as it is: the window stays where it is
+        masked_view = apply_edit(masked_view, MaskEdit(tuple(items), reason="mask"))
+        window = ctx.with_view(masked_view).recent_window()
     start = window.start
+    batch = tuple(
+        found[0]
+        for slot in slots
+        if start <= slot.index and (found := masked_result(ctx, slot)) is not None
+    )
     left_alone = sum(count(view[i]) for i in range(lo, start) if i not in changing)
     emitted = len(events)
-    planned = summarize.plan(ctx)
+    planned = summarize.plan(ctx.with_view(masked_view))
     summaries = [e.summary for e in planned if isinstance(e, SummarizeEdit)]
     if not summaries or any(count(m) >= left_alone for m in summaries):
         del events[emitted:]
         return None
-    return planned
+    masking: list[ContextEdit] = [MaskEdit(batch, reason="mask")] if batch else []
+    return [(mask, masking), (summarize, planned)]
 
 
 def freed_by(counter: TokenCounter, before: Sequence[Message], after: Sequence[Message]) -> int:
