@@ -7,28 +7,37 @@ compact threshold, and each compaction's expected saving is settled with what ca
 
 from __future__ import annotations
 
+import itertools
 import random
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextfold import ContextPolicy, ModelInfo
 from contextfold.budget import Thresholds
 from contextfold.config import Settings
-from contextfold.engine import _core
+from contextfold.engine import _core, _economics, _schedule
 from contextfold.engine._economics import (
     MAX_HORIZON_TURNS,
     MIN_HORIZON_TURNS,
+    TRIGGER_CANDIDATES,
     CachePrices,
     Pace,
     PaceTracker,
     Plan,
     Settlement,
     _play,
+    early_compaction_pays,
     early_compaction_saving,
     edit_saving,
 )
+from contextfold.engine._schedule import EARLY_MARGIN
 from contextfold.errors import ConfigError
 from contextfold.events import CompactionFinished, CompactionSettled
+from contextfold.transcripts import iter_transcripts
+from tests.conftest import shared_path
 from tests.engine.helpers import EngineFactory, start
 
 SONNET_LIKE = ModelInfo(
@@ -281,3 +290,116 @@ def test_schedule_settings_are_read_and_checked() -> None:
         ContextPolicy(compact_from=0.9)
     with pytest.raises(ConfigError, match=r"schedule\.cache_ttl"):
         ContextPolicy(cache_ttl_seconds=0)
+
+
+# --------------------------------------------------------------------------------------------------
+# the decision asked for quickly (early_compaction_pays) against the full computation
+# --------------------------------------------------------------------------------------------------
+
+
+def _reference_odds(ran: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The odds' running sums as first written: turn by turn in Python."""
+    each = [ran / (ran + k) for k in range(1, MAX_HORIZON_TURNS)]
+    moments = itertools.accumulate(w * k for k, w in enumerate(each, start=1))
+    return (0.0, *itertools.accumulate(each)), (0.0, *moments)
+
+
+def _reference_saving(
+    *, tokens: float, kept_prefix: float, warm: bool, pace: Pace, plan: Plan, prices: CachePrices
+) -> float:
+    """``early_compaction_saving`` as first written: every later policy played, the cheapest
+    taken."""
+
+    def policy(trigger: float) -> float:
+        at = Plan(upper=trigger, floor=plan.floor, summary=plan.summary)
+        if tokens >= trigger:
+            first = prices.summary(tokens - plan.floor + plan.summary)
+            first += prices.request(plan.floor, kept_prefix if warm else 0.0)
+            return _play(plan.floor, first, pace, at, prices)
+        return _play(tokens, prices.request(tokens, tokens if warm else 0.0), pace, at, prices)
+
+    now = policy(tokens)
+    step = (plan.upper - tokens) / TRIGGER_CANDIDATES
+    if step <= 0:
+        return 0.0
+    return min(policy(tokens + step * i) for i in range(1, TRIGGER_CANDIDATES + 1)) - now
+
+
+def _needed(tokens: float, plan: Plan, prices: CachePrices) -> float:
+    """The margin the schedule asks of an early compaction (``_schedule.compacts_early``)."""
+    one = prices.summary(tokens - plan.floor + plan.summary) + prices.request(plan.floor, 0)
+    return EARLY_MARGIN * one
+
+
+def test_the_odds_table_is_the_turn_by_turn_one() -> None:
+    for ran in [*range(MIN_HORIZON_TURNS, 3_000), 10**5, 10**7, 2**40]:
+        odds = _economics._Odds.of(ran)
+        assert (odds.sums, odds.moments) == _reference_odds(ran)
+
+
+_TOKENS = st.floats(0, 400_000, allow_nan=False)
+
+
+@st.composite
+def _schedule_questions(draw: st.DrawFn) -> dict[str, object]:
+    """What the schedule asks: a size under or past the threshold, a floor above or below it,
+    paces from none to one compaction a turn, prices with and without a write surcharge, and a
+    margin near the saving (the case an early exit could get wrong)."""
+    upper = draw(st.floats(1_000, 400_000))
+    plan = Plan(upper, draw(st.floats(0, 1.2 * upper)), draw(st.floats(0, 20_000)))
+    growth = draw(st.one_of(st.just(0.0), st.floats(0, 30_000), st.just(upper / 7)))
+    prices = draw(st.sampled_from([PRICES, CachePrices.for_model(ModelInfo("x", 8_000))]))
+    return {
+        "tokens": draw(st.one_of(st.floats(0, 1.1 * upper), st.just(plan.floor))),
+        "kept_prefix": draw(_TOKENS),
+        "warm": draw(st.booleans()),
+        "pace": Pace(draw(st.integers(0, 100_000)), growth),
+        "plan": plan,
+        "prices": prices,
+    }
+
+
+@settings(max_examples=400, deadline=None)
+@given(_schedule_questions(), st.floats(-2, 2), st.booleans())
+def test_the_quick_decision_is_the_full_computations(
+    question: dict[str, Any], scale: float, at_the_saving: bool
+) -> None:
+    """``early_compaction_pays`` stops at the first later policy that says no: it answers as
+    the saving computed in full compared with the margin, for margins at the saving itself,
+    around it and at the schedule's own; and the saving is the reference's to the last bit."""
+    saving = early_compaction_saving(**question)
+    assert saving == _reference_saving(**question)
+    margins = [_needed(question["tokens"], question["plan"], question["prices"]), saving]
+    margins.append(saving * (1 + scale * 1e-12) if at_the_saving else saving + scale * 1e-3)
+    for needed in margins:
+        assert early_compaction_pays(**question, needed=needed) == (saving > needed)
+
+
+def test_the_schedule_decides_as_the_full_computation_on_a_real_transcript(
+    make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long session whose tool outputs are those of real agent transcripts: every time the
+    schedule asks, the quick answer is the full computation's; and it answered both ways."""
+    outputs = []
+    for item in iter_transcripts(shared_path("trajectories", "mini-swe-agent-deepseek")):
+        if isinstance(item, Exception):
+            continue
+        outputs += [r.content for m in item.messages for r in m.tool_results]
+        if len(outputs) >= 400:
+            break
+    answers: list[bool] = []
+
+    def checked(*, needed: float, **question: Any) -> bool:
+        answer = early_compaction_pays(**question, needed=needed)
+        assert answer == (_reference_saving(**question) > needed)
+        answers.append(answer)
+        return answer
+
+    monkeypatch.setattr(_schedule, "early_compaction_pays", checked)
+    engine, _ = make_engine(
+        SONNET_LIKE, policy=ContextPolicy(background=False), compactor="summarize"
+    )
+    driver = start(engine, output=lambda turn: outputs[turn % len(outputs)])
+    for _ in range(300):
+        driver.turn()
+    assert True in answers and False in answers, answers

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from contextfold.events import Trigger
@@ -36,6 +38,7 @@ __all__ = [
     "PaceTracker",
     "Plan",
     "Settlement",
+    "early_compaction_pays",
     "early_compaction_saving",
     "edit_saving",
 ]
@@ -223,11 +226,16 @@ class _Odds:
         latest = _LATEST_ODDS.get(ran)
         if latest is not None:
             return latest
-        each = [ran / (ran + k) for k in range(1, MAX_HORIZON_TURNS)]
+        # Turn k's odds ran / (ran + k) and its moment odds * k, in C loops (a new turn count
+        # at every decision: building the table in Python took half of one).
+        turns = range(1, MAX_HORIZON_TURNS)
+        each = list(
+            map(operator.truediv, itertools.repeat(ran), range(ran + 1, ran + MAX_HORIZON_TURNS))
+        )
         made = cls(
             ran,
-            (0.0, *itertools.accumulate(each)),
-            (0.0, *itertools.accumulate(w * k for k, w in enumerate(each, start=1))),
+            tuple(itertools.accumulate(each, initial=0.0)),
+            tuple(itertools.accumulate(map(operator.mul, each, turns), initial=0.0)),
         )
         _LATEST_ODDS.clear()
         _LATEST_ODDS[ran] = made
@@ -301,6 +309,50 @@ def early_compaction_saving(
     compact early again: a smaller view costs less per request, but the compactions that keep
     it small come more often, each paying its summary and a re-written cache.
     """
+    policies = _policy_costs(tokens, kept_prefix, warm, pace, plan, prices)
+    now = next(policies)
+    if (plan.upper - tokens) / TRIGGER_CANDIDATES <= 0:
+        return 0.0
+    return min(policies) - now
+
+
+def early_compaction_pays(
+    *,
+    tokens: float,
+    kept_prefix: float,
+    warm: bool,
+    pace: Pace,
+    plan: Plan,
+    prices: CachePrices,
+    needed: float,
+) -> bool:
+    """Whether :func:`early_compaction_saving` with these figures is above ``needed``.
+
+    The same decision, reached sooner: the saving is the cheapest later policy's cost less
+    now's, and a floating-point subtraction never rounds a smaller cost to a larger difference,
+    so it is above ``needed`` only if every later policy's difference is. The later triggers are
+    played nearest first (the nearest is the cheapest on the corpus's sessions: the schedule
+    wants to compact as early as the margin allows) and the first one whose difference is not
+    above ``needed`` settles a "no" — the answer of nearly every turn that asks, which then
+    plays two policies, not seven (tests/engine/test_schedule.py holds the two to each other).
+    """
+    policies = _policy_costs(tokens, kept_prefix, warm, pace, plan, prices)
+    now = next(policies)
+    if (plan.upper - tokens) / TRIGGER_CANDIDATES <= 0:
+        return needed < 0.0
+    return all(later - now > needed for later in policies)
+
+
+def _policy_costs(
+    tokens: float,
+    kept_prefix: float,
+    warm: bool,
+    pace: Pace,
+    plan: Plan,
+    prices: CachePrices,
+) -> Iterator[float]:
+    """The play-forward cost of compacting at ``tokens`` from now on, then of each later
+    trigger, spread up to the upper threshold nearest first, played as they are asked for."""
 
     def policy(trigger: float) -> float:
         at = Plan(upper=trigger, floor=plan.floor, summary=plan.summary)
@@ -310,12 +362,10 @@ def early_compaction_saving(
             return _play(plan.floor, first, pace, at, prices)
         return _play(tokens, prices.request(tokens, tokens if warm else 0.0), pace, at, prices)
 
-    now = policy(tokens)
+    yield policy(tokens)
     step = (plan.upper - tokens) / TRIGGER_CANDIDATES
-    if step <= 0:
-        return 0.0
-    later = min(policy(tokens + step * i) for i in range(1, TRIGGER_CANDIDATES + 1))
-    return later - now
+    for i in range(1, TRIGGER_CANDIDATES + 1):
+        yield policy(tokens + step * i)
 
 
 @dataclass

@@ -23,7 +23,7 @@ from contextfold.engine._economics import (
     CachePrices,
     Plan,
     Settlement,
-    early_compaction_saving,
+    early_compaction_pays,
     edit_saving,
 )
 from contextfold.engine._measure import Measurement
@@ -97,7 +97,8 @@ def compacts_early(core: SessionCore, state: TurnState, m: Measurement) -> bool:
     Only with the cost schedule on, past ``compact_from``, in the OK or MASK zone, and when
     compacting at this size from now on is expected to cost less than compacting at any later
     one up to the threshold (summaries priced, the cache re-written from the start of the
-    conversation each time; :func:`early_compaction_saving`).
+    conversation each time; :func:`early_compaction_saving`, asked as
+    :func:`early_compaction_pays`).
     """
     policy = core.deps.policy
     if not policy.cost_schedule or m.zone not in (Zone.OK, Zone.MASK):
@@ -114,16 +115,16 @@ def compacts_early(core: SessionCore, state: TurnState, m: Measurement) -> bool:
         pace.recheck_at = recheck
         return False  # it would free less than a compaction must: not worth a cache break
     cache = prices(core)
-    saving = early_compaction_saving(
+    one = cache.summary(m.tokens - plan.floor + plan.summary) + cache.request(plan.floor, 0)
+    if early_compaction_pays(
         tokens=m.tokens,
         kept_prefix=m.fixed_tokens,
         warm=warm,
         pace=pace.pace,
         plan=plan,
         prices=cache,
-    )
-    one = cache.summary(m.tokens - plan.floor + plan.summary) + cache.request(plan.floor, 0)
-    if saving > EARLY_MARGIN * one:
+        needed=EARLY_MARGIN * one,
+    ):
         return True
     pace.recheck_at = recheck
     return False
