@@ -85,8 +85,16 @@ def test_a_view_of_shared_blocks_is_written_as_json_dumps_writes_it(
     messages: list[dict[str, Any]] = []
     for values in turns:
         blocks: list[Any] = [SharedBlock({"type": "text", "text": v, "n": 1}) for v in values]
-        messages.append({"role": "user", "content": blocks})
+        role = data.draw(st.sampled_from(["user", "assistant", "system", "tool", 'a "role"']))
+        messages.append({"role": role, "content": blocks})
+        # Written whole from its blocks' encodings only in the shape the proxy sends: other keys,
+        # or the same keys in another order, go through the walk.
+        shape = data.draw(st.sampled_from(["sent", "extra key", "content first"]))
         sent = [{"role": m["role"], "content": list(m["content"])} for m in messages]
+        if shape == "extra key":
+            sent[-1]["name"] = "x"
+        elif shape == "content first":
+            sent[-1] = {"content": sent[-1]["content"], "role": sent[-1]["role"]}
         marked = data.draw(st.integers(0, len(sent) - 1))
         if sent[marked]["content"]:
             last = sent[marked]["content"][-1]

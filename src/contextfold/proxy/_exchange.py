@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Generator, Mapping
@@ -787,15 +788,21 @@ def _provider(exchange: Exchange) -> Provider:
     (lenient), or those of any other server speaking OpenAI's protocols."""
     if exchange.upstream_protocol == "anthropic":
         return "anthropic"
-    host = httpx.URL(exchange.state.config.upstream).host
+    host = _host(exchange.state.config.upstream)
     return "openai" if host == "api.openai.com" else "openai-compatible"
 
 
 def first_party(protocol: ProtocolName, upstream: str) -> bool:
     """True when the upstream is the protocol's own maker (it runs hosted tools, reads its
     encrypted items)."""
-    host = httpx.URL(upstream).host
+    host = _host(upstream)
     return host == ("api.anthropic.com" if protocol == "anthropic" else "api.openai.com")
+
+
+@functools.lru_cache(maxsize=16)
+def _host(url: str) -> str:
+    """The host of the upstream's URL (one per proxy: parsed once, not on every request)."""
+    return httpx.URL(url).host
 
 
 access_logger = logging.getLogger("contextfold.proxy.access")

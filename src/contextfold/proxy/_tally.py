@@ -26,20 +26,22 @@ class TokenTally:
         """Prompt tokens of ``client``'s whole request: system, tools and every message."""
         # The counter remembers the system prompt (a long text) and each tool's schema.
         total = counter.count_request([], system=client.system, tools=client.tools)
+        name = counter.name  # a property: read once, not once per message
         missing: list[int] = []
         with self._lock:
+            known = self._known
             for index, digest in enumerate(client.digests):
-                known = self._known.get((counter.name, digest))
-                if known is None:
+                tokens = known.get((name, digest))
+                if tokens is None:
                     missing.append(index)
                 else:
-                    total += known
+                    total += tokens
         for index in missing:
             [group] = client.read(index, index + 1)
             tokens = counter.count_messages(group)
             total += tokens
             with self._lock:
-                self._known[(counter.name, client.digests[index])] = tokens
+                self._known[(name, client.digests[index])] = tokens
                 while len(self._known) > self.size:
                     self._known.popitem(last=False)
         return total

@@ -62,6 +62,33 @@ def _shares_blocks(body: Any) -> bool:
     return type(content) is list and any(type(block) is SharedBlock for block in content)
 
 
+_ROLES = {role: _dumps(role) for role in ("user", "assistant", "system")}
+"""The roles a message of shared blocks has, as JSON."""
+
+
+def _shared_message(message: dict[Any, Any]) -> bytes | None:
+    """The JSON of a message ``{"role": ..., "content": [...]}`` (those two keys, in that
+    order) whose blocks are all :class:`SharedBlock` s, made from the blocks' encodings: the
+    bytes ``json.dumps`` writes, with its separators. Most messages of a body the proxy
+    rendered are such, and one piece per message is less to walk, write and split than one per
+    block. None for any other value."""
+    if len(message) != 2:
+        return None
+    role = message.get("role")
+    content = message.get("content")
+    if type(role) is not str or type(content) is not list or next(iter(message)) != "role":
+        return None
+    encoded_role = _ROLES.get(role)
+    if encoded_role is None:
+        return None
+    pieces = []
+    for block in content:
+        if type(block) is not SharedBlock:
+            return None
+        pieces.append(block.encoded())
+    return b"".join((b'{"role": ', encoded_role, b', "content": [', b", ".join(pieces), b"]}"))
+
+
 class BodyEncoder:
     """JSON bytes of request bodies, remembering the encoding of long strings (at most
     ``max_bytes`` of encodings; the least recently used go first). For one thread's use (the
@@ -123,6 +150,9 @@ class BodyEncoder:
                 kind = type(item)
                 if kind is SharedBlock:  # most of a resent body: no call for each
                     aside.append(item.encoded())
+                    copied_list.append(self._stand_in_text)
+                elif kind is dict and (whole := _shared_message(item)) is not None:
+                    aside.append(whole)
                     copied_list.append(self._stand_in_text)
                 elif kind in _WALKED:
                     copied_list.append(self._stand_in(item, aside))
