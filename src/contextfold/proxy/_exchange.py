@@ -506,7 +506,7 @@ class Exchange:
         state = self.state
         request = state.http.build_request(
             "POST",
-            state.config.upstream_url(self.upstream_side.UPSTREAM_PATH),
+            _url(state.config.upstream_url(self.upstream_side.UPSTREAM_PATH)),
             content=state.bodies.encode(body, tokens=self._body_tokens),
             headers={**self.upstream_headers, "content-type": "application/json"},
         )
@@ -800,9 +800,14 @@ def first_party(protocol: ProtocolName, upstream: str) -> bool:
 
 
 @functools.lru_cache(maxsize=16)
+def _url(url: str) -> httpx.URL:
+    """The upstream's URL, parsed once (a proxy sends to a few, on every request); an
+    ``httpx.URL`` cannot be changed, so one serves every request."""
+    return httpx.URL(url)
+
+
 def _host(url: str) -> str:
-    """The host of the upstream's URL (one per proxy: parsed once, not on every request)."""
-    return httpx.URL(url).host
+    return _url(url).host
 
 
 access_logger = logging.getLogger("contextfold.proxy.access")
