@@ -8,7 +8,12 @@ import sys
 import textwrap
 from typing import Any
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from contextfold import Message, Meta, TextPart, ToolCallPart, ToolSpec
+from contextfold.messages import ThinkingPart, ToolResultPart
 from contextfold.providers import ChatRequest, SystemBlock
 from contextfold.providers.anthropic import AnthropicChat
 from contextfold.providers.openai import OpenAIChat
@@ -183,3 +188,55 @@ def test_encoders_work_without_either_sdk() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["5", "5"]
+
+
+_PARTS = st.sampled_from(["text", "blank", "call", "result", "thinking"])
+
+
+def _message(kind: str, role: str, index: int, hidden: bool) -> Message:
+    meta = Meta(agent_visible=not hidden)
+    if kind == "blank":
+        return Message(role, (TextPart("  "),), meta=meta)  # type: ignore[arg-type]
+    if kind == "call" and role == "assistant":
+        return Message.assistant(tool_calls=[ToolCallPart(f"c{index}", "shell", "{}")], meta=meta)
+    if kind == "result":
+        return Message.tool(ToolResultPart(f"c{index}", "shell", f"out {index}"), meta=meta)
+    if kind == "thinking" and role == "assistant":
+        return Message("assistant", (ThinkingPart("hmm", signature="s"),), meta=meta)
+    return Message(role, (TextPart(f"{role} {index}"),), meta=meta)  # type: ignore[arg-type]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(_PARTS, st.sampled_from(["user", "assistant", "system"]), st.booleans()),
+        min_size=1,
+        max_size=8,
+    ),
+    st.lists(st.integers(-9, 9), max_size=6),
+    st.lists(st.booleans(), max_size=3),
+    st.booleans(),
+    st.booleans(),
+)
+def test_anthropic_breakpoints_within_the_cap_are_not_looked_for(
+    shapes: list[tuple[str, str, bool]],
+    breakpoints: list[int],
+    system_cache: list[bool],
+    cache_tools: bool,
+    inline_system: bool,
+) -> None:
+    """encode_request skips the search for markers to remove when the breakpoints asked for
+    are within the cap: the body is the one made with the search always run."""
+    request = ChatRequest(
+        messages=tuple(_message(k, r, i, h) for i, (k, r, h) in enumerate(shapes)),
+        system=tuple(SystemBlock(f"s{i}", cache=c) for i, c in enumerate(system_cache)),
+        tools=(READ, SHELL),
+        cache_tools=cache_tools,
+        message_breakpoints=tuple(breakpoints),
+    )
+    fast = anthropic_wire.encode_request(request, inline_system=inline_system)
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(anthropic_wire, "MAX_CACHE_BREAKPOINTS", -1)  # always searched
+        full = anthropic_wire.encode_request(request, inline_system=inline_system)
+    assert fast == full
+    assert _markers(fast) <= anthropic_wire.MAX_CACHE_BREAKPOINTS

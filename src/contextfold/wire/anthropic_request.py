@@ -70,16 +70,22 @@ def encode_request(
     ``temperature`` and ``extra`` travel as the SDK's
     ``extra_body`` (fields of the same body); ``prompt_cache_key`` is OpenAI's and is not sent.
     """
+    message_breakpoints = _visible_breakpoints(request.messages, request.message_breakpoints)
     wire = to_anthropic(
         request.messages,
         system=[b.text for b in request.system],
         system_breakpoints=[i for i, b in enumerate(request.system) if b.cache],
-        message_breakpoints=_visible_breakpoints(request.messages, request.message_breakpoints),
+        message_breakpoints=message_breakpoints,
         inline_system=inline_system,
         remembered=remembered,
     )
     tools = tools_to_anthropic(request.tools, cache_last=request.cache_tools)
-    limit_cache_breakpoints(tools, wire.system, wire.messages)
+    # to_anthropic marks at most one block per message breakpoint (a message's own blocks carry
+    # none): when even that many are within the cap, there is nothing to remove, and the
+    # history's blocks need not be looked through for marks.
+    most = len(set(message_breakpoints)) + _marked(wire.system) + _marked(tools)
+    if most > MAX_CACHE_BREAKPOINTS:
+        limit_cache_breakpoints(tools, wire.system, wire.messages)
     kwargs: dict[str, Any] = {} if model is None else {"model": model}
     kwargs["max_tokens"] = (
         request.max_tokens if request.max_tokens is not None else default_max_tokens
@@ -99,6 +105,10 @@ def encode_request(
     if stream:
         kwargs["stream"] = True
     return kwargs
+
+
+def _marked(blocks: list[dict[str, Any]]) -> int:
+    return sum(1 for block in blocks if "cache_control" in block)
 
 
 def limit_cache_breakpoints(
