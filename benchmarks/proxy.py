@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import io
 import json
 import logging
@@ -32,9 +33,10 @@ import pstats
 import random
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +109,10 @@ class OverheadRow:
     in_proxy: list[float]
     """Per timed request: the proxy's own time (its access log's duration minus the time it
     spent waiting on the upstream)."""
+    gc: list[float] = field(default_factory=list)
+    """Per timed request: seconds the garbage collector ran, in any thread of this process
+    (client, scripted upstream and proxy share it, and its lock), while the request was
+    proxied. Printed as a diagnostic line only; the tables do not show it."""
 
 
 class _InProxyClock(logging.Handler):
@@ -121,8 +127,20 @@ class _InProxyClock(logging.Handler):
         self._waiting = 0.0
         self._send = httpx.AsyncClient.send
         self._logger = logging.getLogger("contextfold.proxy.access")
+        self.gc_seconds = 0.0
+        """Seconds of garbage collection since it was last set to 0 (any thread)."""
+        self._gc_started: dict[int, float] = {}
+
+    def _gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_started[threading.get_ident()] = time.perf_counter()
+        else:
+            started = self._gc_started.pop(threading.get_ident(), None)
+            if started is not None:
+                self.gc_seconds += time.perf_counter() - started
 
     def __enter__(self) -> _InProxyClock:
+        gc.callbacks.append(self._gc)
         original = self._send
 
         async def send(client: httpx.AsyncClient, *args: Any, **kwargs: Any) -> httpx.Response:
@@ -140,6 +158,7 @@ class _InProxyClock(logging.Handler):
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        gc.callbacks.remove(self._gc)
         httpx.AsyncClient.send = self._send  # type: ignore[method-assign]
         self._logger.removeHandler(self)
         self._logger.setLevel(self._level)
@@ -180,9 +199,11 @@ def _overhead_at(
         started = time.perf_counter()
         post(direct, history)
         row.direct.append(time.perf_counter() - started)
+        clock.gc_seconds = 0.0
         started = time.perf_counter()
         reply = post(proxied, history)
         row.proxied.append(time.perf_counter() - started)
+        row.gc.append(clock.gc_seconds)
         row.overhead.append(row.proxied[-1] - row.direct[-1])
         row.in_proxy.append(clock.own[-1])
         # A short output: the history stays near the size the row is named after.
@@ -281,7 +302,27 @@ def _overhead_line(row: OverheadRow) -> str:
         f"proxied p50 {_ms(percentile(row.proxied, 50))} ms, "
         f"overhead p50 {_ms(percentile(row.overhead, 50))} ms "
         f"p99 {_ms(percentile(row.overhead, 99))} ms, "
-        f"in the proxy p50 {_ms(percentile(row.in_proxy, 50))} ms"
+        f"in the proxy p50 {_ms(percentile(row.in_proxy, 50))} ms{_gc_note(row)}"
+    )
+
+
+GC_NOTED = 0.005
+"""A garbage collection this long (seconds) during a proxied request is noted."""
+
+
+def _gc_note(row: OverheadRow) -> str:
+    """How many timed requests a long garbage collection ran during (in any thread: the
+    client and the scripted upstream run in this process too), and the own time of the
+    slowest of them: whether the tail is the proxy's work or the process's collector."""
+    hit = [
+        (own, pause) for own, pause in zip(row.in_proxy, row.gc, strict=True) if pause >= GC_NOTED
+    ]
+    if not hit:
+        return ""
+    own, pause = max(hit)
+    return (
+        f"; a GC of {_ms(GC_NOTED)}+ ms ran during {len(hit)} of {len(row.gc)} proxied "
+        f"requests (slowest of them: own time {_ms(own)} ms, {_ms(pause)} ms of GC)"
     )
 
 
