@@ -693,3 +693,30 @@ def test_the_clients_instructions_are_not_pinned_into_its_system_prompt(
     assert response.status_code == 200
     sent = upstream.requests_for("/v1/messages")[-1].body
     assert "".join(b["text"] for b in sent["system"]) == "You are a coding agent."
+
+
+def test_a_cookie_the_upstream_sets_goes_up_with_no_later_request(
+    upstream: ScriptedUpstream, store_path: Path
+) -> None:
+    """One HTTP client serves every tenant: a cookie set in answer to one client's request
+    must not reach the upstream with another's."""
+    upstream.script = lambda protocol, body: Reply(text="ok")
+
+    async def setting_cookies(scope: Any, receive: Any, send: Any) -> None:
+        async def send_with_cookie(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = [*message.get("headers", []), (b"set-cookie", b"route=tenant-a; Path=/")]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await upstream(scope, receive, send_with_cookie)
+
+    body = {"model": "claude-custom-1", "max_tokens": 50}
+    with serve(setting_cookies) as upstream_url, serve(_proxy(upstream_url, store_path)) as url:
+        for key, text in (("key-a", "first"), ("key-b", "second")):
+            sent_body = {**body, "messages": [{"role": "user", "content": text}]}
+            response = httpx.post(f"{url}/v1/messages", json=sent_body, headers={"x-api-key": key})
+            assert response.status_code == 200
+    sent = upstream.requests_for("/v1/messages")
+    assert len(sent) == 2
+    assert all("cookie" not in request.headers for request in sent)

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
 import anyio.to_thread
@@ -154,6 +155,12 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
+def _no_cookies() -> CookieJar:
+    """A jar that keeps no cookie. One HTTP client serves every tenant: a cookie the upstream
+    set in answer to one client's request would go up with every other client's."""
+    return CookieJar(DefaultCookiePolicy(allowed_domains=[]))
+
+
 UPSTREAM_KEEPALIVE_SECONDS = 2.0
 """How long an idle connection to the upstream is kept for reuse: under the idle timeout of
 common servers (uvicorn 5 s, llama.cpp's and Ollama's longer), so a reused one is still open."""
@@ -184,7 +191,7 @@ def create_app(
         # in the hostile fuzz run).
         limits = httpx.Limits(keepalive_expiry=UPSTREAM_KEEPALIVE_SECONDS)
         async with httpx.AsyncClient(
-            timeout=timeout, limits=limits, transport=upstream_transport
+            timeout=timeout, limits=limits, transport=upstream_transport, cookies=_no_cookies()
         ) as http:
             state = ProxyState(config, store, Engines(config, store), http, config.salt())
             holder["state"] = state
