@@ -487,6 +487,28 @@ def test_estimate_without_a_report_is_a_full_estimate() -> None:
     assert estimate.tokens == counter.count_request(view)
 
 
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4), st.booleans()), max_size=12))
+@settings(max_examples=200, deadline=None)
+def test_an_unanchored_view_counted_from_the_last_one_equals_a_fresh_count(
+    steps: list[tuple[int, int, bool]],
+) -> None:
+    """Without a report the whole view is estimated every turn, its messages counted from the
+    view before (the same objects) plus what is new: each step drops some of the last view's
+    messages, appends new ones, and may copy the list (as the engine's view is); every estimate
+    equals that of an estimator counting the view afresh."""
+    counter = HeuristicCounter()
+    estimator = ContextSizeEstimator(counter)
+    pool = conversation(8)
+    view: list[Message] = []
+    for dropped, added, copied in steps:
+        view = view[: max(0, len(view) - dropped)]
+        view.extend(pool[(len(view) + k) % len(pool)] for k in range(added))
+        if copied:
+            view = list(view)
+        fresh = ContextSizeEstimator(counter).estimate(view, system="s", all_visible=True)
+        assert estimator.estimate(view, system="s", all_visible=True) == fresh
+
+
 def test_anchored_estimate_adds_new_messages_to_the_report() -> None:
     estimator = ContextSizeEstimator(HeuristicCounter())
     view = conversation(1)

@@ -212,6 +212,10 @@ class ContextSizeEstimator:
     _fixed_memo: tuple[str, tuple[ToolSpec, ...], int] | None = field(
         default=None, init=False, repr=False
     )
+    _view_memo: tuple[list[Message], int] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    """The last whole view counted and its raw tokens (see :meth:`_raw_view`)."""
 
     @property
     def fit(self) -> Calibration:
@@ -249,7 +253,7 @@ class ContextSizeEstimator:
         fit = self.fit
         added = self._added_since_anchor(visible)
         if added is None or self._anchor is None:
-            tokens = self._full(fit, fixed, self._raw_messages(visible), len(visible))
+            tokens = self._full(fit, fixed, self._raw_view(visible), len(visible))
             return ContextEstimate(tokens, False, tokens, fit.scale, fit)
         added_tokens = fit.messages_tokens(self._raw_messages(added), len(added)) + round(
             fit.scale * (fixed - self._anchor.fixed_raw)
@@ -472,6 +476,23 @@ class ContextSizeEstimator:
 
     def _raw_messages(self, messages: Iterable[Message]) -> int:
         return self.counter.count_messages(messages)
+
+    def _raw_view(self, messages: Sequence[Message]) -> int:
+        """:meth:`_raw_messages` of a whole view, which without an anchor is counted on every
+        turn: a view that only grew since the last one begins with the very same (immutable)
+        message objects, whose count is known, so only the messages after them are counted.
+        Each message's count is the counter's alone, so the sum is the same either way."""
+        memo = self._view_memo
+        if memo is not None:
+            held, total = memo
+            known = len(held)
+            if known <= len(messages) and all(map(operator.is_, messages[:known], held)):
+                total += self._raw_messages(messages[known:])
+                self._view_memo = (list(messages), total)
+                return total
+        total = self._raw_messages(messages)
+        self._view_memo = (list(messages), total)
+        return total
 
     def _fixed_raw(self, system: str, tools: Iterable[ToolSpec]) -> int:
         # Asked twice a turn with the same prompt and tools: remember the last answer.
