@@ -41,7 +41,7 @@ PATHS: dict[Protocol, str] = {
     "responses": "/v1/responses",
 }
 
-_TABLES = ("sessions", "messages", "edits", "events", "blobs", "engine_state", "proxy_heads")
+_TABLES = ("sessions", "messages", "edits", "events", "blobs", "engine_state_parts", "proxy_heads")
 
 _texts = st.text(max_size=30)
 _surrogates = st.sampled_from(["\ud800", "a\udfffb", "\udc00x", "model\ud83d"])

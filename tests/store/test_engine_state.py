@@ -3,13 +3,19 @@ session metadata by the schema migration that made the table."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import tempfile
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextfold.errors import SessionNotFoundError
-from contextfold.store import LATEST_VERSION, SessionStore, _schema
+from contextfold.redaction.redactor import redact_json
+from contextfold.store import LATEST_VERSION, SessionStore, _schema, open_store
 
 from .conftest import StoreTarget
 from .helpers import tool_turn
@@ -56,7 +62,7 @@ def test_secrets_in_the_state_never_reach_the_database(target: StoreTarget) -> N
     sid = store.create_session().id
     store.save_engine_state(sid, {"fixed_text": f"token {GITHUB_TOKEN} in the prompt"})
 
-    (raw,) = target.raw("SELECT state FROM engine_state WHERE session_id = ?", (sid,))
+    (raw,) = target.raw("SELECT value FROM engine_state_parts WHERE session_id = ?", (sid,))
     assert GITHUB_TOKEN not in raw[0]
     assert "[REDACTED:" in store.load_engine_state(sid)["fixed_text"]
 
@@ -66,7 +72,7 @@ def test_deleting_a_session_deletes_its_state(target: StoreTarget) -> None:
     sid = store.create_session().id
     store.save_engine_state(sid, STATE)
     store.delete_session(sid)
-    assert target.raw("SELECT COUNT(*) FROM engine_state") == [(0,)]
+    assert target.raw("SELECT COUNT(*) FROM engine_state_parts") == [(0,)]
     assert store.check_integrity() == []
 
 
@@ -89,7 +95,10 @@ def test_a_state_row_that_does_not_parse_is_reported(target: StoreTarget) -> Non
     store.save_engine_state(sid, STATE)
     assert store.check_integrity() == []
 
-    target.raw("UPDATE engine_state SET state = ? WHERE session_id = ?", ("{not json", sid))
+    target.raw(
+        "UPDATE engine_state_parts SET value = ? WHERE session_id = ? AND part = ?",
+        ("{not json", sid, "turn"),
+    )
     problems = store.check_integrity()
     assert len(problems) == 1
     assert f"session {sid!r}: engine state does not parse" in problems[0]
@@ -139,3 +148,147 @@ def test_the_move_reads_sessions_in_batches(
     store = target.open()
     assert [store.load_engine_state(sid) for sid in ids] == [{"turn": n} for n in range(7)]
     assert all(store.get_session(sid).metadata == {} for sid in ids)
+
+
+# -- part by part ----------------------------------------------------------------------------------
+
+LEDGER = [{"kind": "command", "text": f"pytest tests/t{i}.py", "ref": None} for i in range(30)]
+
+
+def _parts(target: StoreTarget, sid: str) -> dict[str, str]:
+    rows = target.raw(
+        "SELECT part, value FROM engine_state_parts WHERE session_id = ? ORDER BY position", (sid,)
+    )
+    return {str(part): str(value) for part, value in rows}
+
+
+def test_a_save_writes_only_the_parts_that_changed(target: StoreTarget) -> None:
+    store = target.open()
+    sid = store.create_session().id
+    store.save_engine_state(sid, {"usage": 1, "ledger": LEDGER, "turn": 1})
+    # Behind the store's back: a save that rewrote the ledger would put it back.
+    target.raw(
+        "UPDATE engine_state_parts SET value = ? WHERE session_id = ? AND part = ?",
+        ("[]", sid, "ledger"),
+    )
+    store.save_engine_state(sid, {"usage": 2, "ledger": LEDGER, "turn": 2})
+    assert _parts(target, sid) == {"usage": "2", "ledger": "[]", "turn": "2"}
+
+
+def test_parts_keep_their_order_and_a_part_that_went_is_deleted(store: SessionStore) -> None:
+    sid = store.create_session().id
+    first = {"b": 1, "a": [1, 2], "ñ": "x", "c": None}
+    store.save_engine_state(sid, first)
+    loaded = store.load_engine_state(sid)
+    assert loaded == first and list(loaded) == list(first)
+    later = {"c": None, "ñ": "y", "b": 1}  # reordered, one changed, one gone
+    store.save_engine_state(sid, later)
+    loaded = store.load_engine_state(sid)
+    assert loaded == later and list(loaded) == list(later)
+    store.save_engine_state(sid, {})
+    assert store.load_engine_state(sid) == {}  # saved, and empty: not None
+
+
+def test_a_store_another_store_saved_after_writes_every_part(target: StoreTarget) -> None:
+    # A's memory of what it wrote must not let it skip a part B changed since.
+    a, b = target.open(), target.open()
+    sid = a.create_session().id
+    a.save_engine_state(sid, {"ledger": LEDGER, "turn": 1})
+    b.save_engine_state(sid, {"ledger": LEDGER[:3], "turn": 2})
+    a.save_engine_state(sid, {"ledger": LEDGER, "turn": 3})
+    assert a.load_engine_state(sid) == {"ledger": LEDGER, "turn": 3}
+    b.save_engine_state(sid, {"ledger": LEDGER[:3], "turn": 4})
+    assert b.load_engine_state(sid) == {"ledger": LEDGER[:3], "turn": 4}
+
+
+def test_a_save_undone_with_its_transaction_is_not_taken_for_written(target: StoreTarget) -> None:
+    store = target.open()
+    sid = store.create_session().id
+    store.save_engine_state(sid, {"ledger": LEDGER, "turn": 1})
+    with pytest.raises(RuntimeError), store.atomic():
+        store.save_engine_state(sid, {"ledger": LEDGER[:3], "turn": 2})
+        raise RuntimeError("the block fails: nothing of it is kept")
+    assert store.load_engine_state(sid) == {"ledger": LEDGER, "turn": 1}
+    store.save_engine_state(sid, {"ledger": LEDGER[:3], "turn": 3})
+    assert store.load_engine_state(sid) == {"ledger": LEDGER[:3], "turn": 3}
+
+
+def test_a_store_from_version_3_keeps_each_state_part_by_part(
+    target: StoreTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    three = tuple(m for m in _schema.MIGRATIONS if m.version <= 3)
+    monkeypatch.setattr(_schema, "MIGRATIONS", three)
+    monkeypatch.setattr(_schema, "LATEST_VERSION", 3)
+    old = target.open()
+    states = [STATE, {}, {"ñote": "é", "ledger": LEDGER, "a": {"b": [1, None]}}]
+    ids = [old.create_session().id for _ in states]
+    broken = old.create_session().id
+    # As version 3 saved a state: one row, the whole state's JSON.
+    for sid, state in zip(ids, states, strict=True):
+        target.raw(
+            "INSERT INTO engine_state (session_id, state, updated) VALUES (?, ?, ?)",
+            (sid, _schema.dumps(state), 0.0),
+        )
+    target.raw(
+        "INSERT INTO engine_state (session_id, state, updated) VALUES (?, ?, ?)",
+        (broken, "{not json", 0.0),
+    )
+    none = old.create_session().id
+    old.close()
+    monkeypatch.undo()
+    monkeypatch.setattr(_schema, "_MOVE_BATCH", 2)
+
+    store = target.open()
+    assert store.schema_version() == LATEST_VERSION
+    for sid, state in zip(ids, states, strict=True):
+        loaded = store.load_engine_state(sid)
+        assert loaded == state and list(loaded or {}) == list(state)
+    assert store.load_engine_state(broken) is None  # no engine could have resumed from it
+    assert store.load_engine_state(none) is None
+    assert store.check_integrity() == []
+    store.save_engine_state(ids[0], {**STATE, "turn": 10})
+    assert store.load_engine_state(ids[0]) == {**STATE, "turn": 10}
+
+
+_PART_VALUES = st.sampled_from([None, 1, "x", [1, 2], LEDGER, LEDGER[:5], {"k": GITHUB_TOKEN}])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 1),  # which store saves
+            st.booleans(),  # inside a block that is then undone
+            st.dictionaries(st.sampled_from(["ledger", "usage", "turn", "api_key"]), _PART_VALUES),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_whoever_saves_and_whatever_is_undone_a_load_gives_the_last_state_kept(
+    saves: list[tuple[int, bool, dict[str, object]]],
+) -> None:
+    # The full computation (the state replaced whole) against the part-by-part writes of two
+    # stores on one database, some of whose saves are rolled back.
+    with tempfile.TemporaryDirectory() as folder:
+        path = str(Path(folder) / "s.db")
+        stores = [open_store(path), open_store(path)]
+        try:
+            sid = stores[0].create_session().id
+            kept: dict[str, object] | None = None
+            for which, undone, state in saves:
+                store = stores[which]
+                if undone:
+                    with contextlib.suppress(RuntimeError), store.atomic():
+                        store.save_engine_state(sid, state)
+                        raise RuntimeError
+                else:
+                    store.save_engine_state(sid, state)
+                    kept = redact_json(state)
+                for reader in stores:
+                    loaded = reader.load_engine_state(sid)
+                    assert loaded == kept
+                    assert list(loaded or {}) == list(kept or {})
+        finally:
+            for store in stores:
+                store.close()

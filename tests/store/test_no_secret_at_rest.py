@@ -127,7 +127,7 @@ def _check_every_place_was_written(target: StoreTarget, store: Any, sid: str) ->
     """The session really used every place the search covers (or the test would prove little)."""
     counts = {
         table: target.raw(f"SELECT COUNT(*) FROM {table}")[0][0]
-        for table in ("messages", "edits", "events", "blobs", "snapshots", "engine_state")
+        for table in ("messages", "edits", "events", "blobs", "snapshots", "engine_state_parts")
     }
     assert all(counts.values()), counts
     kinds = {record.edit.edit_kind for record in store.iter_edits(sid)}

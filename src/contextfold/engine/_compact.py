@@ -232,6 +232,24 @@ def apply_result(
     """Let ``result`` enter the session (see the module docstring). ``pending`` holds the
     outputs its run stashed, written (before the edits that cite them) only when it changed
     something."""
+    if not result.edits:
+        return _entered(core, state, result, m, trigger, pending)
+    # Its outputs, edits and snapshot, the state with the ledger they refreshed, and the events
+    # that report them: one transaction (one commit, and a crash keeps all of it or none).
+    with core.writer.together():
+        applied = _entered(core, state, result, m, trigger, pending)
+        core.writer.save_state(applied.state.saved())
+    return applied
+
+
+def _entered(
+    core: SessionCore,
+    state: TurnState,
+    result: CompactResult,
+    m: Measurement,
+    trigger: Trigger,
+    pending: PendingBlobs | None,
+) -> Applied:
     events = [core.emit(event) for event in result.events]
     after = m.tokens
     if result.edits:
@@ -325,9 +343,7 @@ def compact_now(core: SessionCore, focus: str | None, trigger: Trigger) -> Compa
     m = core.measure_now()
     target = min(core.deps.policy.thresholds.compact_target, m.fraction / 2)
     done = _compact(core, core.state, m, trigger=trigger, target=target, focus=focus)
-    core.state = done.state
-    if done.view_changed:
-        core.save_state()  # the ledger it refreshed goes with the edits it wrote
+    core.state = done.state  # saved with the edits it wrote, if it wrote any (apply_result)
     assert done.compaction is not None
     return done.compaction
 

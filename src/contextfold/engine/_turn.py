@@ -120,9 +120,13 @@ def prepare(
         events=events,
     )
     core.state = _remembered(state, request, core.view, repairs, prompt.ledger_text)
-    if applied.view_changed or state.ledger is not before.ledger:
-        # The edits are in the store: the ledger they refreshed must be too. A steady pass
-        # saves nothing: the reply's add_assistant saves the turn once.
+    if (applied.view_changed and applied.compaction is None) or (
+        state.ledger is not applied.state.ledger
+    ):
+        # A restart's new session, or a ledger that gave way after the compaction, must be in
+        # the store now. A compaction's edits were saved with the state whose ledger they
+        # refreshed (apply_result), and a steady pass saves nothing: the reply's add_assistant
+        # saves the rest of the turn, only the parts that changed.
         core.save_state()
     return request
 

@@ -11,7 +11,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from contextfold.edits import ContextEdit, edit_from_dict, edit_to_dict
@@ -21,6 +21,7 @@ from contextfold.redaction.redactor import might_hold_secret, redact_json, redac
 __all__ = [
     "EncodedMessages",
     "EncodedStates",
+    "WrittenState",
     "decode_blob",
     "decode_edit",
     "decode_message",
@@ -30,6 +31,7 @@ __all__ = [
     "encode_edit",
     "encode_json",
     "redact_line",
+    "state_text",
 ]
 
 # A lone surrogate (tool output decoded with errors="surrogateescape") cannot be encoded as
@@ -78,7 +80,8 @@ def _encode(value: Any, redact: bool) -> tuple[str, bool]:
 
 
 class EncodedStates:
-    """The stored JSON of each session's engine state, part by part (its top-level keys).
+    """The stored JSON of each session's engine state, part by part (its top-level keys), and
+    what this store wrote last of it.
 
     The engine saves its state after every turn, and most of it (the ledger, the system text)
     is what it saved the turn before. Each part's redacted JSON is kept with the plain JSON it
@@ -88,19 +91,25 @@ class EncodedStates:
     one saved before. A list part that did change (the facts the loss reports probed, reordered
     and grown at each compaction) mostly holds items it held before: the items that redaction
     left unchanged are remembered by content, and only the others are redacted again.
-    ``max_sessions`` bounds the sessions remembered (least recent go first).
+
+    What a save committed (:meth:`wrote`) is remembered apart from what was encoded: the store
+    writes only the parts that differ from it, and only while the session still holds the
+    token of that save (see ``SQLStore.save_engine_state``). ``max_sessions`` bounds the
+    sessions remembered (least recent go first).
     """
 
     def __init__(self, *, redact: bool, max_sessions: int = 256) -> None:
         self.redact = redact
         self.max_sessions = max_sessions
-        self._sessions: OrderedDict[str, dict[str, _EncodedPart]] = OrderedDict()
+        self._sessions: OrderedDict[str, _StateMemory] = OrderedDict()
         self._lock = threading.Lock()
 
-    def encode(self, session_id: str, state: Mapping[str, Any]) -> str:
-        """The stored JSON of ``state`` (a JSON object), secrets redacted as configured."""
+    def encode(self, session_id: str, state: Mapping[str, Any]) -> dict[str, str]:
+        """The stored JSON of each part of ``state`` (a JSON object), in its order, secrets
+        redacted as configured."""
         with self._lock:
-            saved = self._sessions.get(session_id, {})
+            memory = self._sessions.get(session_id)
+        saved = memory.parts if memory is not None else {}
         parts: dict[str, _EncodedPart] = {}
         for key, value in state.items():
             plain = dumps(value)
@@ -108,21 +117,35 @@ class EncodedStates:
             if hit is not None and hit.plain == plain:
                 parts[key] = hit
                 continue
-            # Redacted with its key, as the whole object would be (a key naming a credential
-            # makes its value one); kept as the object's ``"key":value`` member.
-            member = _member(key, value, plain)
-            clean: frozenset[Hashable] = frozenset()
+            stored, clean = plain, frozenset[Hashable]()
             if self.redact:
-                member, clean = _redacted_member(
-                    key, value, member, hit.clean if hit is not None else frozenset()
+                # Redacted with its key, as the whole object would be (a key naming a
+                # credential makes its value one).
+                stored, clean = _redacted_part(
+                    key, value, plain, hit.clean if hit is not None else frozenset()
                 )
-            parts[key] = _EncodedPart(plain, member, clean)
+            parts[key] = _EncodedPart(plain, stored, clean)
         with self._lock:
-            self._sessions[session_id] = parts
+            kept = self._sessions.get(session_id)
+            written = kept.written if kept is not None else None
+            self._sessions[session_id] = _StateMemory(parts, written)
             self._sessions.move_to_end(session_id)
             while len(self._sessions) > self.max_sessions:
                 self._sessions.popitem(last=False)
-        return "{" + ",".join(part.member for part in parts.values()) + "}"
+        return {key: part.stored for key, part in parts.items()}
+
+    def written(self, session_id: str) -> WrittenState | None:
+        """What this store's last committed save of ``session_id`` wrote (None: unknown)."""
+        with self._lock:
+            memory = self._sessions.get(session_id)
+            return memory.written if memory is not None else None
+
+    def wrote(self, session_id: str, written: WrittenState | None) -> None:
+        """Remember ``written`` as what the session now holds (None: not known any more)."""
+        with self._lock:
+            memory = self._sessions.get(session_id)
+            if memory is not None:
+                memory.written = written
 
     def forget(self, session_id: str) -> None:
         """Drop what is remembered of ``session_id`` (it was deleted)."""
@@ -130,21 +153,36 @@ class EncodedStates:
             self._sessions.pop(session_id, None)
 
 
-def _member(key: str, value: Any, plain: str) -> str:
-    """``"key":value`` as it stands in the JSON object ``{key: value}`` (``plain``: the JSON of
-    ``value``)."""
-    if key.isascii():  # the object is escaped as ``plain`` is (an ASCII key escapes nothing)
-        return f"{dumps(key)}:{plain}"
-    return dumps({key: value})[1:-1]
+class WrittenState(NamedTuple):
+    """A committed save of a state: the token it left on the session row, and the stored JSON
+    of each of its parts, in order."""
+
+    token: int
+    parts: dict[str, str]
+
+
+def state_text(parts: Iterable[tuple[str, str]]) -> str:
+    """The JSON object made of stored ``(part, JSON)`` pairs, in order."""
+    return "{" + ",".join(f"{dumps(key)}:{value}" for key, value in parts) + "}"
 
 
 class _EncodedPart(NamedTuple):
-    """One part of a saved state: its plain JSON, its stored ``"key":value`` member, and (for a
-    list) the items redaction left unchanged, by content (:func:`_item_key`)."""
+    """One part of a saved state: its plain JSON, its stored (redacted) JSON, and (for a list)
+    the items redaction left unchanged, by content (:func:`_item_key`)."""
 
     plain: str
-    member: str
+    stored: str
     clean: frozenset[Hashable]
+
+
+class _StateMemory:
+    """One session's parts as encoded last, and what its last committed save wrote."""
+
+    __slots__ = ("parts", "written")
+
+    def __init__(self, parts: dict[str, _EncodedPart], written: WrittenState | None) -> None:
+        self.parts = parts
+        self.written = written
 
 
 def _item_key(item: Any) -> Hashable:
@@ -167,20 +205,21 @@ def _item_key(item: Any) -> Hashable:
     return key
 
 
-def _redacted_member(
-    key: str, value: Any, member: str, known_clean: frozenset[Hashable]
+def _redacted_part(
+    key: str, value: Any, plain: str, known_clean: frozenset[Hashable]
 ) -> tuple[str, frozenset[Hashable]]:
-    """The redacted ``"key":value`` member (``member``: the plain one), and the items of a list
-    ``value`` that redaction leaves unchanged (those in ``known_clean`` are not redacted again:
-    redaction is a function of an item's content, and a list's items are redacted one by one,
-    whatever its key)."""
+    """The redacted JSON of the part ``key`` (``plain``: its JSON unredacted), and the items of
+    a list ``value`` that redaction leaves unchanged (those in ``known_clean`` are not redacted
+    again: redaction is a function of an item's content, and a list's items are redacted one by
+    one, whatever its key)."""
     if type(value) is not list or redact_text(key) != key:
         pair = {key: value}
+        member = f"{dumps(key)}:{plain}"  # what a secret rule is looked for in
         redacted = redact_json(pair, member if len(member) <= PREFILTERED_CHARS else None)
-        return (member if redacted is pair else dumps(redacted)[1:-1]), frozenset()
+        return (plain if redacted is pair else dumps(redacted[key])), frozenset()
     keys = [_item_key(item) for item in value]
     if known_clean.issuperset(keys):  # the common case: items reordered, or dropped
-        return member, frozenset(keys)
+        return plain, frozenset(keys)
     items: list[Any] = []
     clean: set[Hashable] = set()
     changed = False
@@ -196,7 +235,7 @@ def _redacted_member(
         else:
             changed = True
         items.append(redacted)
-    return (dumps({key: items})[1:-1] if changed else member), frozenset(clean)
+    return (dumps(items) if changed else plain), frozenset(clean)
 
 
 class EncodedMessages:

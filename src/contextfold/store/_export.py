@@ -15,6 +15,7 @@ from contextfold.store._queries import (
     EVENTS_AFTER,
     MESSAGES_AFTER,
     SESSION_SELECT,
+    engine_state_text,
     session_info,
 )
 from contextfold.store._rows import Rows
@@ -71,7 +72,7 @@ def _read_bounds(rows: Rows, session_id: str) -> _Bounds:
             raise SessionNotFoundError(session_id)
         last_seq, last_edit = rows.head(cur, session_id)
         last_event = int(cur.execute(_LAST_EVENT, (session_id,))[0][0])
-        state_rows = cur.execute(ENGINE_STATE, (session_id,))
+        state = engine_state_text(cur.execute(ENGINE_STATE, (session_id,)))
     info = session_info(session_rows[0])
     header: dict[str, Any] = {
         "kind": "session",
@@ -84,8 +85,8 @@ def _read_bounds(rows: Rows, session_id: str) -> _Bounds:
         "metadata": dict(info.metadata),
         "message_count": last_seq,
     }
-    if state_rows:  # the engine's saved state, when it ran the session
-        header["engine_state"] = decode_mapping(state_rows[0][0])
+    if state is not None:  # the engine's saved state, when it ran the session
+        header["engine_state"] = decode_mapping(state)
     return _Bounds(header, last_seq, last_edit, last_event)
 
 

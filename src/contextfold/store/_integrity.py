@@ -17,7 +17,7 @@ from contextfold.errors import SessionNotFoundError
 from contextfold.messages import Message
 from contextfold.outputs.blobs import ref_for_sha256
 from contextfold.store._codec import decode_edit, decode_mapping, decode_message, decode_view
-from contextfold.store._queries import ENGINE_STATE
+from contextfold.store._queries import ENGINE_STATE, engine_state_text
 from contextfold.store._records import EditRecord
 from contextfold.store._rows import Rows
 from contextfold.store.view_rebuild import replay
@@ -53,7 +53,14 @@ def check_rows(rows: Rows) -> list[str]:
         sessions = [
             (str(r[0]), str(r[1])) for r in cur.execute("SELECT id, metadata FROM sessions")
         ]
-        for table in ("messages", "edits", "events", "snapshots", "blobs", "engine_state"):
+        for table in (
+            "messages",
+            "edits",
+            "events",
+            "snapshots",
+            "blobs",
+            "engine_state_parts",
+        ):
             _, count = cur.execute(_ORPHANS.format(table=table))[0]
             if count:
                 problems.append(f"{table}: {count} rows belong to no session")
@@ -76,7 +83,7 @@ def _check_session(rows: Rows, session_id: str, metadata: str) -> list[str]:
         with rows.transaction("snapshot") as cur:
             last_seq, last_edit = rows.head(cur, session_id)
             snapshot_rows = cur.execute(_SNAPSHOT_POINT, (session_id,))
-            state_rows = cur.execute(ENGINE_STATE, (session_id,))
+            state = engine_state_text(cur.execute(ENGINE_STATE, (session_id,)))
     except SessionNotFoundError:
         return problems  # deleted since the check listed it
     snapshot = (
@@ -104,9 +111,9 @@ def _check_session(rows: Rows, session_id: str, metadata: str) -> list[str]:
             )
     deque(messages, maxlen=0)  # the rest of the transcript is checked all the same
 
-    if state_rows:
+    if state is not None:
         try:
-            decode_mapping(state_rows[0][0])
+            decode_mapping(state)
         except ValueError as exc:
             problems.append(f"{where}: engine state does not parse: {exc}")
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, Protocol, TypeAlias
 
 from contextfold.errors import StoreError
-from contextfold.store._codec import decode_mapping
+from contextfold.store._codec import decode_mapping, state_text
 from contextfold.store._records import SessionInfo
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "Cursor",
     "DuplicateKeyError",
     "TxMode",
+    "engine_state_text",
     "session_info",
 ]
 
@@ -72,10 +73,23 @@ EVENTS_AFTER = (
     "SELECT id, event_type, data, created FROM events WHERE session_id = ? AND id > ? "
     "AND id <= ? ORDER BY id LIMIT ?"
 )
-ENGINE_STATE = "SELECT state FROM engine_state WHERE session_id = ?"
+ENGINE_STATE = (
+    "SELECT s.state_token, p.part, p.value FROM sessions s LEFT JOIN engine_state_parts p "
+    "ON p.session_id = s.id WHERE s.id = ? ORDER BY p.position"
+)
+"""The session's state token and its state's parts in order: no row for no session, one row
+with a NULL token for a session without a state (:func:`engine_state_text`)."""
 SNAPSHOT = (
     "SELECT view, token_count, last_seq, last_edit, created FROM snapshots WHERE session_id = ?"
 )
+
+
+def engine_state_text(rows: Sequence[Sequence[Any]]) -> str | None:
+    """The stored state (JSON object text) from the rows of :data:`ENGINE_STATE`; None when the
+    session has none."""
+    if not rows or rows[0][0] is None:
+        return None
+    return state_text((str(part), str(value)) for _, part, value in rows if part is not None)
 
 
 def session_info(row: Sequence[Any]) -> SessionInfo:

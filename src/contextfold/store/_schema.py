@@ -110,6 +110,41 @@ def _move_engine_state(cur: Cursor) -> None:
         after = rows[-1][0]
 
 
+def _split_engine_state(cur: Cursor) -> None:
+    """Move each ``engine_state`` row into ``engine_state_parts``, one row per top-level key in
+    its order, and drop the table.
+
+    The parts are the JSON values as stored (redacted when written). The session row gets a
+    state token (0: no store remembers having written it), which is what says it has a state.
+    A state that does not parse is dropped: the engine could not have resumed from it.
+    """
+    after = ""
+    while True:
+        rows = cur.execute(
+            "SELECT session_id, state FROM engine_state WHERE session_id > ? "
+            "ORDER BY session_id LIMIT ?",
+            (after, _MOVE_BATCH),
+        )
+        for session_id, text in rows:
+            try:
+                state = decode_mapping(text)
+            except ValueError:
+                continue
+            cur.executemany(
+                "INSERT INTO engine_state_parts (session_id, part, position, value) "
+                "VALUES (?, ?, ?, ?)",
+                [
+                    (session_id, key, position, dumps(value))
+                    for position, (key, value) in enumerate(state.items())
+                ],
+            )
+            cur.execute("UPDATE sessions SET state_token = 0 WHERE id = ?", (session_id,))
+        if len(rows) < _MOVE_BATCH:
+            break
+        after = rows[-1][0]
+    cur.execute("DROP TABLE engine_state")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -214,6 +249,27 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX proxy_heads_session ON proxy_heads(session_id, messages)",
         ),
     ),
+    Migration(
+        4,
+        "engine_state_parts: the engine's state saved part by part",
+        (
+            # One row per top-level key of the state: a save writes only the parts that
+            # changed (the ledger and the system text change at a compaction, the usage every
+            # turn). ``position`` keeps the state's key order.
+            """CREATE TABLE engine_state_parts (
+                session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+                part TEXT NOT NULL,
+                position INTEGER NOT NULL,
+                value TEXT NOT NULL,
+                PRIMARY KEY (session_id, part)
+            )""",
+            # NULL: no state saved. Otherwise a number each save draws anew: a store whose
+            # last save left it there knows the parts are those it wrote, and writes only the
+            # ones that changed; any other store writes them all.
+            "ALTER TABLE sessions ADD COLUMN state_token {bigint}",
+        ),
+        _split_engine_state,
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
@@ -226,8 +282,9 @@ CONTEXTFOLD_TABLES = (
     "events",
     "snapshots",
     "blobs",
-    "engine_state",
+    "engine_state",  # up to version 3
     "proxy_heads",
+    "engine_state_parts",
 )
 
 

@@ -12,6 +12,7 @@ are handed a :class:`~contextfold.store._rows.Rows` (and migrations a
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -42,6 +43,7 @@ from contextfold.store._queries import (
     Cursor,
     DuplicateKeyError,
     TxMode,
+    engine_state_text,
     session_info,
 )
 from contextfold.store._records import EditRecord, EventRecord, LoadedView, SessionInfo, Snapshot
@@ -318,31 +320,65 @@ class SQLStore(AsyncStoreMixin, ABC):
     def save_engine_state(self, session_id: str, state: Mapping[str, Any]) -> None:
         """Keep the engine's per-session state, replacing the one saved before.
 
-        One upsert in one write transaction: a crash leaves the previous state or this one,
-        never a mix. The JSON is redacted like every other row; a part (top-level key) saved
-        unchanged from the last save is not redacted again (:class:`~._codec.EncodedStates`).
+        One write transaction: a crash leaves the previous state or this one, never a mix. The
+        state is stored part by part (its top-level keys, one row each), redacted like every
+        other row. A part unchanged since this store's last save of the session is neither
+        redacted again (:class:`~._codec.EncodedStates`) nor written again, as long as the
+        session still holds that save's token: when another store (or process) has saved the
+        session since, or this store's last save was rolled back, every part is written.
         """
-        data = self._states.encode(session_id, state)
+        parts = self._states.encode(session_id, state)
+        before = self._states.written(session_id)
+        token = secrets.randbits(62)  # fits a signed 64-bit column
+        self._states.wrote(session_id, None)  # unknown until this save commits
         with self._transaction("write") as cur:
             self._require_session(cur, session_id)
-            now = time.time()
-            cur.execute(
-                "INSERT INTO engine_state (session_id, state, updated) VALUES (?, ?, ?) "
-                "ON CONFLICT (session_id) DO UPDATE SET state = excluded.state, "
-                "updated = excluded.updated",
-                (session_id, data, now),
+            [(stored_token,)] = cur.execute(
+                "SELECT state_token FROM sessions WHERE id = ?", (session_id,)
             )
+            if (
+                before is not None
+                and stored_token == before.token
+                and list(before.parts) == list(parts)  # the same parts, in the same order
+            ):
+                changed = [
+                    (value, session_id, key)
+                    for key, value in parts.items()
+                    if before.parts[key] != value
+                ]
+                if changed:
+                    cur.executemany(
+                        "UPDATE engine_state_parts SET value = ? WHERE session_id = ? AND part = ?",
+                        changed,
+                    )
+            else:
+                cur.execute("DELETE FROM engine_state_parts WHERE session_id = ?", (session_id,))
+                if parts:
+                    cur.executemany(
+                        "INSERT INTO engine_state_parts (session_id, part, position, value) "
+                        "VALUES (?, ?, ?, ?)",
+                        [
+                            (session_id, key, position, value)
+                            for position, (key, value) in enumerate(parts.items())
+                        ],
+                    )
             # Saving state is activity: the session moves up in ``list_sessions``.
-            cur.execute("UPDATE sessions SET updated = ? WHERE id = ?", (now, session_id))
+            cur.execute(
+                "UPDATE sessions SET updated = ?, state_token = ? WHERE id = ?",
+                (time.time(), token, session_id),
+            )
+        # Inside atomic() this is committed only with the block; a block undone leaves the
+        # token before it, which no later save of this store will take for this one's.
+        self._states.wrote(session_id, _codec.WrittenState(token, parts))
 
     def load_engine_state(self, session_id: str) -> dict[str, Any] | None:
         """The engine state saved last for the session, or None when none was saved."""
         with self._transaction("read") as cur:
             rows = cur.execute(ENGINE_STATE, (session_id,))
-            if not rows:
-                self._require_session(cur, session_id, lock=False)
-                return None
-        return _codec.decode_mapping(rows[0][0])
+        if not rows:
+            raise SessionNotFoundError(session_id)
+        text = engine_state_text(rows)
+        return None if text is None else _codec.decode_mapping(text)
 
     # -- the proxy's index of conversations ------------------------------------------------------
 
