@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from contextfold.compaction import (
     hygiene,
 )
 from contextfold.engine._sizes import CompactionCounter, ViewSizes
+from contextfold.history import shell
 from contextfold.history.repair import repair
 from contextfold.messages import Message, SummaryPart
 from contextfold.outputs.intake import InMemoryBlobStore
@@ -278,3 +279,27 @@ def test_a_remembered_item_line_is_the_line_rendered_anew(sessions: list[list[Me
 def test_a_remembered_normal_path_is_the_path_normalised_anew(path: str) -> None:
     fresh = hygiene._normal_path.__wrapped__(path)
     assert hygiene._normal_path(path) == hygiene._normal_path("".join(list(path))) == fresh
+
+
+def _tokens_or_error(tokens: Callable[[str], list[str]], text: str) -> list[str] | str:
+    try:
+        return tokens(text)
+    except ValueError as error:
+        return f"ValueError: {error}"
+
+
+@settings(max_examples=3_000, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab-./*=#$é0 \t\r\n\x0b();<>|&'\"\\")), max_size=24))
+def test_the_shell_tokens_are_those_shlex_reads(text: str) -> None:
+    assert _tokens_or_error(shell._tokens, text) == _tokens_or_error(shell._shlex_tokens, text)
+
+
+def test_the_shell_tokens_are_those_shlex_reads_on_real_commands(
+    sessions: list[list[Message]],
+) -> None:
+    commands = [c for view in sessions for c in _commands(view)]
+    assert commands
+    for command in commands:
+        for text in (command, shell._strip_heredocs(command)[0]):
+            fast = _tokens_or_error(shell._tokens, text)
+            assert fast == _tokens_or_error(shell._shlex_tokens, text), text
