@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,82 @@ def test_the_remembered_digests_are_those_of_the_history_given(engine: ContextEn
     assert sync.session.id != first
     given = [m for m in changed if m.role != "system"]
     assert sync._last.heads == chain_heads([message_digest(m) for m in given])
+
+
+def _turns(count: int) -> list[Message]:
+    """A history of ``count`` calls, each a reply with a tool call and its result."""
+    history = [Message.system("You are terse."), Message.user("Look around.")]
+    for i in range(count):
+        call = ToolCallPart(f"c{i}", "bash", f'{{"cmd": "ls {i}"}}')
+        history.append(Message.assistant(f"Step {i}.", [call]))
+        output = BIG if i % 3 == 0 else f"file{i}.py\nfile{i}.txt"
+        history.append(Message.tool(ToolResultPart(f"c{i}", "bash", output)))
+    return history
+
+
+def _shown(message: Message) -> tuple[object, ...]:
+    """A message as stored or sent, but for when it was made."""
+    return message.id, message.role, message.parts, message.meta.turn, message.meta.kind
+
+
+def _stored(engine: ContextEngine, sync: HistorySync) -> list[tuple[object, ...]]:
+    rows = engine.store.iter_messages(sync.session.id)  # type: ignore[attr-defined]
+    return [(seq, *_shown(m)) for seq, m in rows]
+
+
+@pytest.mark.filterwarnings("ignore::contextfold.store.SQLiteVersionWarning")
+def test_an_update_written_together_stores_what_one_commit_per_message_stores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One commit per call instead of one per message changes nothing stored or seen."""
+    from contextfold.engine.session import Session
+    from contextfold.messages import reproducible_ids
+
+    def replay(name: str) -> tuple[list[tuple[object, ...]], list[object], list[object]]:
+        engine = ContextEngine(
+            model_for_window(8_000, max_output_tokens=1_000),
+            store=tmp_path / f"{name}.db",
+            policy=ContextPolicy(background=False),
+        )
+        requests = []
+        with reproducible_ids():
+            history = _turns(12)
+            sync = HistorySync(engine, title="t")
+            for end in range(4, len(history) + 1, 2):
+                sent = sync.prepare(history[:end], system="You are terse.").messages
+                requests.append([_shown(m) for m in sent])
+            view = [_shown(m) for m in sync.session.view]
+        return _stored(engine, sync), requests, view
+
+    together = replay("together")
+    monkeypatch.setattr(Session, "writes_together", lambda self: contextlib.nullcontext())
+    assert replay("one-by-one") == together
+
+
+@pytest.mark.filterwarnings("ignore::contextfold.store.SQLiteVersionWarning")
+def test_a_failed_add_keeps_the_messages_added_before_it(
+    engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An add that raises inside an update's block: what was added before it is committed (as
+    with one commit per message), and the error reaches the framework."""
+    from contextfold.engine.session import Session
+
+    sync = HistorySync(engine)
+    history = _turns(2)
+    sync.update(history[:4])
+    first = sync.session.id
+    add = Session.add
+
+    def failing(self: Session, message: Message) -> None:
+        if message.role == "tool":
+            raise RuntimeError("tool output refused")
+        add(self, message)
+
+    monkeypatch.setattr(Session, "add", failing)
+    with pytest.raises(RuntimeError, match="refused"):
+        sync.update(history)
+    assert [row[2] for row in _stored(engine, sync)] == ["user", "assistant", "tool", "assistant"]
+    assert sync.session.persisted and sync.session.id == first
+    sync.session.add_user("Go on.")  # the writer and the store still agree on the head
+    assert sync.session.persisted
+    assert [row[2] for row in _stored(engine, sync)][-1] == "user"

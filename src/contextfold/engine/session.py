@@ -8,7 +8,8 @@ alone, without an engine, which is how tests give it fakes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -200,6 +201,26 @@ class Session:
     def persisted(self) -> bool:
         """False once the store failed and the session went on in memory."""
         return self._core.writer.store_ok
+
+    @contextmanager
+    def writes_together(self) -> Iterator[None]:
+        """A block whose store writes commit as one transaction, when the store offers one (the
+        SQL stores' ``atomic()``; other stores write as they go). For a host adding several
+        messages at once (a framework's new history items: a reply and its tool results): one
+        commit instead of one per message. An error raised in the block is raised after what
+        the block wrote is committed, so a message whose ``add`` returned is kept, as without
+        the block; a crash inside it keeps none of its messages (the host still holds them and
+        sends them again). The writer's check against a stale writer runs on each write as
+        before. Keep the block short: on SQLite other writers wait for it; never call a model
+        inside. A failed commit sends the session on in memory, as any store failure does."""
+        error: BaseException | None = None
+        with self._core.writer.together():
+            try:
+                yield
+            except BaseException as exc:  # raised again once the writes before it are kept
+                error = exc
+        if error is not None:
+            raise error
 
     # -- adding to the conversation --------------------------------------------------------------
 

@@ -71,8 +71,9 @@ class HistorySync:
             resent = self._resent(messages)
             known = self._continued(resent)
             session = self.session
-            for message in messages[known:]:
-                session.add(message)
+            with session.writes_together():  # one commit for the call's new messages
+                for message in messages[known:]:
+                    session.add(message)
             self._hold(resent, session, known)
             return len(messages) - known
 

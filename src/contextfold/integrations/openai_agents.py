@@ -180,9 +180,11 @@ class ContextfoldSession:
             await asyncio.to_thread(self._add, plain)
 
     def _add(self, plain: list[Item]) -> None:
-        # One trip to a worker thread for both: each costs a thread handoff.
-        self._log.add(plain)
-        self._update()
+        # One trip to a worker thread for both: each costs a thread handoff. And one commit:
+        # the log's event and the messages it adds are written together, or not at all.
+        with self.sync.session.writes_together():
+            self._log.add(plain)
+            self._update()
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the last item (None when there is none)."""
