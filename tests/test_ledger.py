@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextfold.messages import Message, Meta, SummaryPart, ToolCallPart, ToolResultPart
 from contextfold.outputs.blobs import blob_info
@@ -17,6 +19,7 @@ from contextfold.retention.ledger import (
     Ledger,
     LedgerItem,
     ledger_items,
+    output_ref,
     token_budget,
     visible_refs,
 )
@@ -258,3 +261,21 @@ def test_identifier_scan_agrees_on_real_tool_outputs() -> None:
         if texts > 4_000:
             break
     assert texts > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    contents=st.lists(st.text(max_size=40), min_size=1, max_size=12),
+    refs=st.lists(st.sampled_from([None, "ref_0123456789ab"]), min_size=1, max_size=12),
+)
+def test_an_output_ref_is_its_content_digest_however_often_asked(
+    contents: list[str], refs: list[str | None]
+) -> None:
+    # The digest is kept by the output's text (issue 28): asked again, for the same text or an
+    # equal copy, it is what a new digest gives.
+    for round_ in range(2):
+        for i, content in enumerate(contents):
+            ref = refs[i % len(refs)]
+            copy = "".join(list(content)) if round_ else content
+            result = ToolResultPart(f"c{i}", "bash", copy, ref=ref)
+            assert output_ref(result) == (ref or blob_info(content).ref)

@@ -23,6 +23,7 @@ from functools import cached_property, lru_cache
 from typing import Literal, TypeAlias
 
 from contextfold.history.facts import tool_actions
+from contextfold.lru import LRU
 from contextfold.messages import Message, SummaryPart, TextPart, ToolCallPart, ToolResultPart
 from contextfold.outputs.blobs import REF_PATTERN, blob_info
 from contextfold.outputs.placeholders import tool_kind
@@ -303,10 +304,28 @@ def token_budget(context_window: int) -> int:
 # --------------------------------------------------------------------------------------------------
 
 
+OUTPUT_REF_CHARS = 16_000_000
+"""Characters of the outputs whose content refs :func:`output_ref` keeps (the outputs
+themselves: the key is the text, so a ref is never guessed from a hash)."""
+
+_output_refs: LRU[str, str] = LRU(
+    IDENTIFIER_CACHE_TEXTS, max_weight=OUTPUT_REF_CHARS, weigh=lambda text, _: len(text)
+)
+
+
 def output_ref(result: ToolResultPart) -> str:
     """The ref under which ``result``'s full output is stored once compaction stashes it: the
-    ref it already carries, else the content's own (blobs are content-addressed)."""
-    return result.ref or blob_info(result.content, result.name).ref
+    ref it already carries, else the content's own (blobs are content-addressed).
+
+    The content's digest is kept: a compaction asks for the refs of the outputs that left the
+    view twice (its ledger and its loss report), and a digest reads the whole output."""
+    if result.ref:
+        return result.ref
+    ref = _output_refs.get(result.content)
+    if ref is None:
+        ref = blob_info(result.content).ref
+        _output_refs.put(result.content, ref)
+    return ref
 
 
 def visible_refs(messages: Iterable[Message]) -> frozenset[str]:

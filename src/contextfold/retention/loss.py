@@ -306,8 +306,16 @@ class LossTracker:
         ledger = ledger or Ledger()
         previous_ledger = previous_ledger or Ledger()
         pinned = normalize("\n".join(pins))
-        facts = _facts(before, known)
         was_messages = self._read_messages(before)
+
+        def summary(message: Message) -> bool:
+            # What was read of it (the same object: ids are unique in a view, not guaranteed).
+            read = was_messages.get(message.id)
+            return (
+                read[1].summary if read is not None and read[0] is message else is_summary(message)
+            )
+
+        facts = _facts(before, known, summary)
         now_messages = self._read_messages(after)
         self._messages = {**was_messages, **now_messages}  # what no view holds is let go
         was_read = [read for _, read in was_messages.values()]
@@ -355,7 +363,7 @@ class LossTracker:
             items.append(LossItem(probe.kind, probe.text, place, ref))
             if place == "lost":
                 lost_sources.update(probe.sources)
-        messages = _messages_out(before, after, now_refs, lost_sources)
+        messages = _messages_out(before, after, now_refs, lost_sources, summary)
         return LossReport(tuple(items), tuple(messages), tuple(facts))
 
     def stored_refs(self, view: Sequence[Message]) -> frozenset[str]:
@@ -492,11 +500,16 @@ class _Places:
         return next((ref for ref, shown in self.outputs.items() if key in shown), None)
 
 
-def _facts(before: Sequence[Message], known: Iterable[Probe]) -> list[Probe]:
+def _facts(
+    before: Sequence[Message],
+    known: Iterable[Probe],
+    summaries: Callable[[Message], bool] = is_summary,
+) -> list[Probe]:
     """The facts of ``before`` (with the messages they came from), then the ``known`` ones
-    ``before`` no longer shows the source of; one per fact."""
+    ``before`` no longer shows the source of; one per fact (``summaries``: as
+    :func:`~contextfold.retention.probes.probes_for` takes it)."""
     unique: dict[str, Probe] = {}
-    for probe in (*probes_for(before), *known):
+    for probe in (*probes_for(before, summaries), *known):
         unique.setdefault(probe.key, probe)
     return list(unique.values())
 
@@ -506,15 +519,19 @@ def _messages_out(
     after: Sequence[Message],
     reachable: Collection[str],
     lost_sources: set[str],
+    summaries: Callable[[Message], bool] = is_summary,
 ) -> list[MessageOut]:
     """Every message of ``before`` that ``after`` no longer holds as it was, with what stands
-    for it now."""
+    for it now (``summaries``: :func:`~contextfold.retention.probes.is_summary`, or what a
+    tracker read of it already)."""
     kept = {m.id: m for m in after}
     covered = _covered(before, after)
     out: list[MessageOut] = []
     for message in before:
         now = kept.get(message.id)
-        if now == message or is_summary(message):
+        # The same object first: most of the view is, and comparing it field by field is not
+        # free.
+        if now is message or now == message or summaries(message):
             continue  # unchanged; or a summary another one replaced (its facts are probed)
         replaced = message.tool_results
         if now is not None:

@@ -100,14 +100,18 @@ class Probe:
         return f"{self.kind}:{self.needles[0]}"
 
 
-def probes_for(messages: Sequence[Message]) -> list[Probe]:
+def probes_for(
+    messages: Sequence[Message], summaries: Callable[[Message], bool] | None = None
+) -> list[Probe]:
     """The facts of ``messages`` to probe for (a whole session, or the part of it a view holds).
 
     Summaries an earlier compaction left in ``messages`` (e.g. Claude Code's) are skipped: the
-    facts are what happened, not what someone wrote about it.
+    facts are what happened, not what someone wrote about it. ``summaries`` tells them (by
+    default :func:`is_summary`; the loss report's tracker knows it of every message already).
     """
+    skipped = is_summary if summaries is None else summaries
     # Without the narrative (decisions, next steps, failed approaches): no probe reads it.
-    facts = extract_facts([m for m in messages if not is_summary(m)], narrative=False)
+    facts = extract_facts([m for m in messages if not skipped(m)], narrative=False)
     probes = [
         Probe("files_modified", f.text, _path_needles(f.text), f.sources)
         for f in facts.files_modified
