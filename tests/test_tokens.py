@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import math
 import os
 import subprocess
 import sys
@@ -133,6 +134,30 @@ def test_short_texts_counted_again_come_from_memory_equal_to_encoding_them(
     assert len(counter._short_texts) == 1
     for text in texts:
         assert counter.count_text(text) == round(len(encoder.encode_ordinary(text)) * 1.1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=300), min_size=1, max_size=30))
+def test_short_texts_remembered_by_the_heuristic_counter_count_as_estimating_them(
+    texts: list[str],
+) -> None:
+    """The heuristic counter remembers short texts too (a short tool output is counted at
+    intake and again inside its message): every count, first, repeated or after the memo was
+    emptied, is the estimate made afresh."""
+    from contextfold.tokens.counters import _heuristic_estimate
+
+    def fresh(text: str) -> int:
+        return max(1, math.ceil(_heuristic_estimate(text) * 1.2)) if text else 0
+
+    counter = HeuristicCounter(scale=1.2)
+    for text in [*texts, *texts]:
+        assert counter.count_text(text) == fresh(text)
+        assert counter.count_text("".join(list(text))) == fresh(text)  # another object
+    counter._short_texts = {(-1, i): 0.0 for i in range(SHORT_TEXTS_REMEMBERED)}  # a full memo
+    counter.count_text("a text not remembered yet, which empties the full memo")
+    assert len(counter._short_texts) == 1
+    for text in texts:
+        assert counter.count_text(text) == fresh(text)
 
 
 def test_a_short_text_counted_again_is_not_encoded_again(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -83,10 +83,12 @@ TEXTS_REMEMBERED = 256
 """Long texts whose counts a counter remembers by length and hash."""
 
 SHORT_TEXTS_REMEMBERED = 8_192
-"""Shorter texts whose counts a :class:`TiktokenCounter` remembers, by length and hash (the memo
-is emptied when full). A compaction counts each message it rewrites (a masked result, trimmed
-arguments) as a new message, though its texts were counted when it planned the edit, or when
-the message came in; encoding them again cost a tenth of a compaction's pipeline."""
+"""Shorter texts whose counts a counter remembers, by length and hash (the memo is emptied when
+full). A compaction counts each message it rewrites (a masked result, trimmed arguments) as a
+new message, though its texts were counted when it planned the edit, or when the message came
+in; encoding them again cost a tenth of a compaction's pipeline. A short tool output is counted
+at intake and again inside its message: the heuristic counter read it twice (about 0.2 ms of
+an integration's call)."""
 
 _SUMMARY_ITEM = "\n- "
 """Where a rendered summary's items begin. Both encodings cut a text into pieces before merging
@@ -99,8 +101,8 @@ LINE_PARTS_CACHE_SIZE = 4_096
 """Lines whose heuristic parts :meth:`HeuristicCounter.count_lines` remembers."""
 
 REMEMBERED_TEXT_CHARS = 1_024
-"""From this length on, a text's count is remembered among the long ones (a tiktoken counter
-remembers the shorter ones too, :data:`SHORT_TEXTS_REMEMBERED`): one text is often counted twice
+"""From this length on, a text's count is remembered among the long ones (the shorter ones in
+a memo of their own, :data:`SHORT_TEXTS_REMEMBERED`): one text is often counted twice
 in a row (a tool output at intake, then inside its message; a huge text as part of its message,
 then alone, as ``contextfold count`` does), and hashing it costs a fraction of encoding it
 (CPython keeps a string's hash once computed)."""
@@ -120,6 +122,8 @@ class _CounterBase:
         # (length, hash) of a long text -> its count before scaling; never the text itself,
         # which would stay alive here.
         self._remembered_texts: LRU[tuple[int, int], float] = LRU(TEXTS_REMEMBERED)
+        self._short_texts: dict[tuple[int, int], float] = {}
+        """Counts of short texts by length and hash (see :data:`SHORT_TEXTS_REMEMBERED`)."""
         self._schemas = SchemaMemo(_compact_json)
 
     @property
@@ -158,6 +162,19 @@ class _CounterBase:
         if tokens is None:
             tokens = count(text)
             self._remembered_texts.put(key, tokens)
+        return tokens
+
+    def _remembered_short(self, text: str, count: Callable[[str], float]) -> float:
+        """``count(text)`` (unscaled) for a text shorter than :data:`REMEMBERED_TEXT_CHARS`,
+        remembered until :data:`SHORT_TEXTS_REMEMBERED` are held (then the memo starts again:
+        cheaper than an LRU's bookkeeping on texts this short). One dict, no lock: a lookup or a
+        store is atomic, and a lost store costs a count."""
+        key = (len(text), hash(text))
+        tokens = self._short_texts.get(key)
+        if tokens is None:
+            if len(self._short_texts) >= SHORT_TEXTS_REMEMBERED:
+                self._short_texts = {}
+            tokens = self._short_texts[key] = count(text)
         return tokens
 
     def count_messages(self, messages: Iterable[Message]) -> int:
@@ -274,7 +291,7 @@ class HeuristicCounter(_CounterBase):
         if len(text) >= REMEMBERED_TEXT_CHARS:
             estimate = self._remembered_text(text, _heuristic_estimate)
         else:
-            estimate = _heuristic_estimate(text)
+            estimate = self._remembered_short(text, _heuristic_estimate)
         return self._estimated(estimate)
 
     def count_lines(self, lines: Sequence[str]) -> int:
@@ -337,8 +354,6 @@ class TiktokenCounter(_CounterBase):
         super().__init__(template, cache_size)
         self.encoding = encoding
         self.scale = scale
-        self._short_texts: dict[tuple[int, int], int] = {}
-        """Counts of short texts by length and hash (see :data:`SHORT_TEXTS_REMEMBERED`)."""
 
     @property
     def name(self) -> str:
@@ -370,14 +385,10 @@ class TiktokenCounter(_CounterBase):
         """Unscaled tokens of a non-empty ``text``, remembered."""
         if len(text) >= REMEMBERED_TEXT_CHARS:
             return int(self._remembered_text(text, self._encoded_length))
-        # One dict, no lock: a lookup or a store is atomic, and a lost store costs a count.
-        key = (len(text), hash(text))
-        short = self._short_texts.get(key)
-        if short is None:
-            if len(self._short_texts) >= SHORT_TEXTS_REMEMBERED:
-                self._short_texts = {}
-            short = self._short_texts[key] = len(encoding(self.encoding).encode_ordinary(text))
-        return short
+        return int(self._remembered_short(text, self._encoded_short))
+
+    def _encoded_short(self, text: str) -> int:
+        return len(encoding(self.encoding).encode_ordinary(text))
 
     def _encoded_length(self, text: str) -> int:
         encoder = encoding(self.encoding)
