@@ -375,6 +375,63 @@ def test_the_quick_decision_is_the_full_computations(
         assert early_compaction_pays(**question, needed=needed) == (saving > needed)
 
 
+@settings(max_examples=300, deadline=None)
+@given(_schedule_questions(), st.floats(-2, 2), st.booleans())
+def test_the_decision_in_closed_form_is_the_tables_or_none(
+    question: dict[str, Any], scale: float, at_the_saving: bool
+) -> None:
+    """The plays summed in closed form answer as the table does, or leave it to the table when
+    a difference lies within their bounds; the schedule's own margin is answered."""
+    saving = early_compaction_saving(**question)
+    if (question["plan"].upper - question["tokens"]) / TRIGGER_CANDIDATES <= 0:
+        return
+    margins = [_needed(question["tokens"], question["plan"], question["prices"]), saving]
+    margins.append(saving * (1 + scale * 1e-12) if at_the_saving else saving + scale * 1e-3)
+    for needed in margins:
+        answer = _economics._pays_in_form(*question.values(), needed)
+        assert answer is None or answer == (saving > needed)
+
+
+def test_a_stretch_in_closed_form_is_within_its_bound_of_the_tables() -> None:
+    """Every stretch a play can ask for, for turn counts from the least to 2**40: the closed
+    form's stretch is the table's within the error it notes, and for a session's turn counts
+    that error is small."""
+    rng = random.Random(28)
+    for ran in [*range(MIN_HORIZON_TURNS, 60), 199, 200, 1_000, 12_345, 10**5, 10**7, 2**40]:
+        table = _economics._Odds.of(ran)
+        for _ in range(300):
+            first = rng.randrange(1, MAX_HORIZON_TURNS - 1)
+            end = rng.randrange(first + 1, MAX_HORIZON_TURNS + 1)
+            base, slope = rng.uniform(-1, 1), rng.uniform(-1e-3, 1e-3)
+            form = _economics._OddsForm(ran)
+            exact = table.stretch(base, slope, first, end)
+            assert abs(form.stretch(base, slope, first, end) - exact) <= form.bound()
+            if ran <= 10**5:  # a session's turns: the bound is tight enough to settle
+                size = abs(base) * (end - first) + abs(slope) * 4e4
+                assert form.bound() <= 1e-7 * max(1.0, size)
+
+
+def test_the_closed_form_settles_the_schedules_questions_on_a_long_session() -> None:
+    """On the questions of a long session (big view, slow growth, the schedule's margin) the
+    closed form answers without the table, both ways."""
+    answers = set()
+    for turns, tokens in itertools.product([40, 400, 4_000, 40_000], [30_000, 50_000, 70_000]):
+        question: dict[str, Any] = {
+            "tokens": tokens,
+            "kept_prefix": 2_000.0,
+            "warm": True,
+            "pace": Pace(turns, 400.0),
+            "plan": PLAN,
+            "prices": PRICES,
+        }
+        needed = _needed(tokens, PLAN, PRICES)
+        answer = _economics._pays_in_form(*question.values(), needed)
+        assert answer is not None
+        assert answer == (early_compaction_saving(**question) > needed)
+        answers.add(answer)
+    assert answers == {True, False}
+
+
 def test_the_schedule_decides_as_the_full_computation_on_a_real_transcript(
     make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,8 +23,9 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 from contextfold.events import Trigger
 from contextfold.model_registry import ModelInfo
@@ -151,7 +152,12 @@ class Plan:
 
 
 def _play(
-    start_tokens: float, first_cost: float, pace: Pace, plan: Plan, prices: CachePrices
+    start_tokens: float,
+    first_cost: float,
+    pace: Pace,
+    plan: Plan,
+    prices: CachePrices,
+    odds: _Odds | _OddsForm | None = None,
 ) -> float:
     """Expected cost of the turns after a first request of ``start_tokens`` costing
     ``first_cost``: each later request grows by the session's pace, reads the last request
@@ -168,12 +174,16 @@ def _play(
     odds (tests/engine/test_schedule.py holds it to the turn-by-turn sum). The schedule plays
     seven policies forward each time it asks: turn by turn, that made the slowest steady turns
     of a long session.
+
+    ``odds``: the exact table by default; :class:`_OddsForm` sums the stretches in closed form
+    and bounds how far that total may be from the table's (:func:`early_compaction_pays`).
     """
     growth = max(pace.growth, 1.0)
-    odds = _Odds.of(max(MIN_HORIZON_TURNS, pace.turns))
+    if odds is None:
+        odds = _Odds.of(_ran(pace))
     last = MAX_HORIZON_TURNS - 1
     rewrite = prices.request(plan.floor, 0)
-    total = first_cost
+    total = odds.start(first_cost)
     size = start_tokens
     # Every stretch after the first starts from the floor: its length is found once.
     from_floor = _steps_to(plan.floor, growth, plan.upper)
@@ -186,12 +196,12 @@ def _play(
             # Turn i reads size + (i - k) * growth from the cache and writes the growth.
             base = (size - k * growth) * prices.read + growth * prices.write
             slope = growth * prices.read
-            total += base * odds.between(k, grown_until) + slope * odds.moment(k, grown_until)
+            total += odds.stretch(base, slope, k, grown_until)
         if grown_until > last:
             break
         grown = size + steps * growth
         cost = prices.summary(grown - plan.floor + plan.summary) + rewrite
-        total += odds.at(grown_until) * cost
+        total += odds.compaction(grown_until, cost)
         size = plan.floor
         k = grown_until + 1
     return total
@@ -253,9 +263,122 @@ class _Odds:
         """The same, each turn's odds times its number."""
         return self.moments[end - 1] - self.moments[first - 1]
 
+    @staticmethod
+    def start(first_cost: float) -> float:
+        """A play's first term (:meth:`_OddsForm.start` notes its size)."""
+        return first_cost
+
+    def stretch(self, base: float, slope: float, first: int, end: int) -> float:
+        """What turns ``first`` to ``end - 1`` cost, turn ``i`` costing ``base + slope * i``,
+        weighed by their odds."""
+        return base * self.between(first, end) + slope * self.moment(first, end)
+
+    def compaction(self, k: int, cost: float) -> float:
+        """A compaction at turn ``k`` costing ``cost``, weighed by its odds."""
+        return self.at(k) * cost
+
 
 _LATEST_ODDS: dict[int, _Odds] = {}
 """The odds last made, by ``ran`` (one entry; a thread that finds none makes its own)."""
+
+
+def _ran(pace: Pace) -> int:
+    """The turn count the odds are reckoned from."""
+    return max(MIN_HORIZON_TURNS, pace.turns)
+
+
+_UNIT = 2.0**-53
+"""The unit roundoff of a float: every operation is off by at most this share of its result."""
+_TABLE_SUM_ERROR = 1e-10
+"""How far a difference of two of :class:`_Odds`'s running sums may be from the exact sum of
+the odds: at most 199 terms under 1 each, accumulated, each sum off by at most 200 units of
+roundoff of its at most 199 (2 * 200 * 199 * 2**-53 = 9e-12, taken tenfold)."""
+_TABLE_MOMENT_ERROR = 1e-8
+"""The same for the moments: terms under 199, their sum under 19,900 (2 * 201 * 19,900 *
+2**-53 = 9e-10, taken tenfold)."""
+
+
+class _OddsForm:
+    """:class:`_Odds`'s stretch sums in closed form, with a bound on how far a play summed with
+    them may be from one summed with the table (the total is then known to that bound).
+
+    A stretch's odds add up to ``ran * (psi(ran + end) - psi(ran + first))`` (digamma: the
+    harmonic numbers), its moments to ``ran * count`` less ``ran`` times that. A play of a few
+    stretches costs a few logarithms, where the table costs 400 divisions and two accumulations
+    for every new turn count (the schedule's every question has one).
+
+    The bound, per unit of a stretch's coefficients and the same for every stretch of a play:
+    digamma's asymptotic series to its ``x**-6`` term is off by less than ``x**-8 / 240`` for
+    ``x >= ran + 1 >= 5`` (twice: two values), and evaluating it by less than 16 units of
+    roundoff of its largest terms (the logarithm, at most ``count / x``, and ``1 / x``: with
+    ``ran`` times it, at most ``16 * 201`` units); the table's own sums are off by
+    :data:`_TABLE_SUM_ERROR` and :data:`_TABLE_MOMENT_ERROR`. Weighing a stretch and adding up a
+    play's terms round differently for the two, by a few units of their sizes.
+    """
+
+    __slots__ = ("bases", "magnitude", "ran", "slopes", "terms")
+
+    def __init__(self, ran: int) -> None:
+        self.ran = ran
+        self.bases = 0.0
+        """The stretches' ``base`` coefficients' sizes, summed."""
+        self.slopes = 0.0
+        """The same for their ``slope``."""
+        self.magnitude = 0.0
+        """The sizes of the play's terms (its first cost, weighed stretches and compactions),
+        summed."""
+        self.terms = 0
+
+    def start(self, first_cost: float) -> float:
+        """A play's first term, noted for the roundoff of the sum."""
+        self.magnitude += abs(first_cost)
+        self.terms += 1
+        return first_cost
+
+    def stretch(self, base: float, slope: float, first: int, end: int) -> float:
+        """:meth:`_Odds.stretch` in closed form; its coefficients noted for the bound."""
+        ran = self.ran
+        x = ran + first
+        ix = 1.0 / x
+        iy = 1.0 / (ran + end)
+        ix2 = ix * ix
+        iy2 = iy * iy
+        # psi(ran + end) - psi(ran + first): the difference of ln t - 1/(2t) - 1/(12t^2)
+        # + 1/(120t^4) - 1/(252t^6) at the two, the powers' differences factored.
+        digamma = (
+            math.log1p((end - first) / x)
+            + 0.5 * (ix - iy)
+            + (ix2 - iy2) * (1 / 12 - (ix2 + iy2) / 120 + (ix2 * ix2 + ix2 * iy2 + iy2 * iy2) / 252)
+        )
+        between = ran * digamma
+        weighed_base = base * between
+        weighed_slope = slope * (ran * (end - first) - ran * between)
+        self.bases += abs(base)
+        self.slopes += abs(slope)
+        self.magnitude += abs(weighed_base) + abs(weighed_slope)
+        self.terms += 1
+        return weighed_base + weighed_slope
+
+    def compaction(self, k: int, cost: float) -> float:
+        """:meth:`_Odds.compaction`: the same division and product."""
+        term = self.ran / (self.ran + k) * cost
+        self.magnitude += abs(term)
+        self.terms += 1
+        return term
+
+    def bound(self) -> float:
+        """How far the play's total may be from the table's."""
+        ran = self.ran
+        # A stretch's odds summed, off from the exact sum (see the class) by at most:
+        # evaluating the series, the remainder, and multiplying by ran (a sum under 199).
+        off_exact = (16 * 201 + 2 * 199) * _UNIT + ran / (120 * (ran + 1.0) ** 8)
+        between = off_exact + _TABLE_SUM_ERROR
+        # The moments: ran * count less ran times the sum (two products and a difference,
+        # each under ran * 199).
+        moment = ran * off_exact + 6 * 199 * _UNIT * ran + _TABLE_MOMENT_ERROR
+        weighed = self.bases * between + self.slopes * moment
+        # Each term rounds differently in the two (three operations), and so does each sum.
+        return weighed + (6 + 2 * self.terms) * _UNIT * self.magnitude
 
 
 def edit_saving(
@@ -309,11 +432,17 @@ def early_compaction_saving(
     compact early again: a smaller view costs less per request, but the compactions that keep
     it small come more often, each paying its summary and a re-written cache.
     """
-    policies = _policy_costs(tokens, kept_prefix, warm, pace, plan, prices)
-    now = next(policies)
+    policies = _policy_costs(tokens, kept_prefix, warm, pace, plan, prices, _Odds.of)
+    now, _ = next(policies)
     if (plan.upper - tokens) / TRIGGER_CANDIDATES <= 0:
         return 0.0
-    return min(policies) - now
+    return min(cost for cost, _ in policies) - now
+
+
+FORM_STRETCH_TURNS = 8
+""":func:`early_compaction_pays` sums the plays in closed form when the view takes at least this
+many turns to grow from the floor to the current size (a play then has at most 25 stretches,
+each a logarithm: fewer operations than the odds table)."""
 
 
 def early_compaction_pays(
@@ -335,12 +464,49 @@ def early_compaction_pays(
     wants to compact as early as the margin allows) and the first one whose difference is not
     above ``needed`` settles a "no" — the answer of nearly every turn that asks, which then
     plays two policies, not seven (tests/engine/test_schedule.py holds the two to each other).
+
+    The plays are first summed in closed form (:class:`_OddsForm`), each known to a bound of
+    the table's total: a difference farther from ``needed`` than the bounds settles that
+    policy's answer as the table would; one within them (or a question whose plays would have
+    many short stretches) is answered with the table.
     """
-    policies = _policy_costs(tokens, kept_prefix, warm, pace, plan, prices)
-    now = next(policies)
     if (plan.upper - tokens) / TRIGGER_CANDIDATES <= 0:
         return needed < 0.0
-    return all(later - now > needed for later in policies)
+    if (tokens - plan.floor) >= FORM_STRETCH_TURNS * max(pace.growth, 1.0):
+        answer = _pays_in_form(tokens, kept_prefix, warm, pace, plan, prices, needed)
+        if answer is not None:
+            return answer
+    policies = _policy_costs(tokens, kept_prefix, warm, pace, plan, prices, _Odds.of)
+    now, _ = next(policies)
+    return all(later - now > needed for later, _ in policies)
+
+
+def _pays_in_form(
+    tokens: float,
+    kept_prefix: float,
+    warm: bool,
+    pace: Pace,
+    plan: Plan,
+    prices: CachePrices,
+    needed: float,
+) -> bool | None:
+    """:func:`early_compaction_pays` with the plays in closed form, or ``None`` when a
+    difference lies too near ``needed`` for their bounds to settle it."""
+    policies = _policy_costs(tokens, kept_prefix, warm, pace, plan, prices, _OddsForm)
+    now, now_odds = next(policies)
+    now_bound = cast(_OddsForm, now_odds).bound()
+    # A real difference above needed * (1 + 2 units) rounds to a float above ``needed``; one
+    # below it, to one not above.
+    above = needed + 2 * _UNIT * abs(needed)
+    for later, odds in policies:
+        difference = later - now
+        off = now_bound + cast(_OddsForm, odds).bound() + 2 * _UNIT * abs(difference)
+        if difference - off > above:
+            continue
+        if difference + off < needed:
+            return False
+        return None  # too near to tell (or not a number): the table decides
+    return True
 
 
 def _policy_costs(
@@ -350,17 +516,22 @@ def _policy_costs(
     pace: Pace,
     plan: Plan,
     prices: CachePrices,
-) -> Iterator[float]:
+    odds: Callable[[int], _Odds | _OddsForm],
+) -> Iterator[tuple[float, _Odds | _OddsForm]]:
     """The play-forward cost of compacting at ``tokens`` from now on, then of each later
-    trigger, spread up to the upper threshold nearest first, played as they are asked for."""
+    trigger, spread up to the upper threshold nearest first, played as they are asked for;
+    each with the odds it was summed with (``odds``: made for each play)."""
+    ran = _ran(pace)
 
-    def policy(trigger: float) -> float:
+    def policy(trigger: float) -> tuple[float, _Odds | _OddsForm]:
         at = Plan(upper=trigger, floor=plan.floor, summary=plan.summary)
+        summed = odds(ran)
         if tokens >= trigger:
             first = prices.summary(tokens - plan.floor + plan.summary)
             first += prices.request(plan.floor, kept_prefix if warm else 0.0)
-            return _play(plan.floor, first, pace, at, prices)
-        return _play(tokens, prices.request(tokens, tokens if warm else 0.0), pace, at, prices)
+            return _play(plan.floor, first, pace, at, prices, summed), summed
+        first = prices.request(tokens, tokens if warm else 0.0)
+        return _play(tokens, first, pace, at, prices, summed), summed
 
     yield policy(tokens)
     step = (plan.upper - tokens) / TRIGGER_CANDIDATES
