@@ -215,6 +215,37 @@ def test_a_list_part_saved_again_redacts_only_its_new_items_and_stores_the_same(
     assert encode(first) == encode_json(first, redact=True)
 
 
+def test_a_tuple_part_given_again_is_not_encoded_again_and_a_list_part_always_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from contextfold.store import _codec
+    from contextfold.store._codec import EncodedStates, encode_json, state_text
+
+    encoded = EncodedStates(redact=True)
+    secret = f"export GITHUB_TOKEN={SECRETS['github']}"
+    facts = (*(("path", f"src/module_{i}.py") for i in range(50)), ("command", secret))
+    ledger = [{"kind": "command", "text": "pytest", "ref": None}]
+    state: dict[str, object] = {"facts": facts, "ledger": ledger, "fixed_text": "system " * 99}
+    as_lists = {**state, "facts": [list(fact) for fact in facts]}
+    assert state_text(encoded.encode("s1", state).items()) == encode_json(as_lists, redact=True)
+
+    dumped: list[object] = []
+    real_dumps = _codec.dumps
+    monkeypatch.setattr(_codec, "dumps", lambda value: dumped.append(value) or real_dumps(value))
+    ledger.append({"kind": "command", "text": secret, "ref": None})  # changed in place
+    text = state_text(encoded.encode("s1", state).items())
+    # The tuple and the string, the very objects encoded before, are not encoded again; the
+    # list is, and its change is stored (redacted).
+    assert not any(value is facts or value is state["fixed_text"] for value in dumped)
+    assert dumped[0] is ledger
+    assert text == encode_json({**as_lists, "ledger": ledger}, redact=True)
+    assert SECRETS["github"] not in text
+    # An equal tuple that is another object is encoded and compared, and gives the same text.
+    dumped.clear()
+    again = state_text(encoded.encode("s1", {**state, "facts": tuple(facts)}).items())
+    assert again == text
+
+
 # -- in the stores (both backends) -----------------------------------------------------------------
 
 

@@ -276,12 +276,19 @@ class Ledger:
         """The stored form, a JSON list."""
         return [i.state() for i in self.items]
 
+    @cached_property
+    def stored(self) -> tuple[dict[str, str | None], ...]:
+        """:meth:`state` made once for this ledger, as a tuple nobody changes: the session
+        saves the same object every turn until a compaction makes a new ledger, and the store
+        does not encode an unchanged tuple again."""
+        return tuple(i.state() for i in self.items)
+
     @classmethod
     def from_state(cls, saved: object) -> Ledger:
         """The ledger of a stored form; unreadable entries are skipped, so a state saved before
         ledgers existed gives an empty one."""
         items: list[LedgerItem] = []
-        if isinstance(saved, list):
+        if isinstance(saved, list | tuple):  # a tuple: :attr:`stored`, handed over unencoded
             for entry in saved:
                 if not isinstance(entry, Mapping):
                     continue

@@ -88,7 +88,10 @@ class EncodedStates:
     came from: a part whose plain JSON is unchanged is not redacted again, which is where the
     time of a save went (redaction walks every string of the part). The plain JSON is compared
     rather than the value, so a value changed in place by its owner is never mistaken for the
-    one saved before. A list part that did change (the facts the loss reports probed, reordered
+    one saved before; only a string or tuple given again as the very object encoded last time
+    is not encoded again (``_UNCHANGEABLE``: the 40 KB of facts, the ledger and the system text
+    are most of a state, and encoding them to find them unchanged was most of a save).
+    A list part that did change (the facts the loss reports probed, reordered
     and grown at each compaction) mostly holds items it held before: the items that redaction
     left unchanged are remembered by content, and only the others are redacted again.
 
@@ -112,8 +115,11 @@ class EncodedStates:
         saved = memory.parts if memory is not None else {}
         parts: dict[str, _EncodedPart] = {}
         for key, value in state.items():
-            plain = dumps(value)
             hit = saved.get(key)
+            if hit is not None and value is hit.value and type(value) in _UNCHANGEABLE:
+                parts[key] = hit  # the very value encoded last time: no need to encode it
+                continue
+            plain = dumps(value)
             if hit is not None and hit.plain == plain:
                 parts[key] = hit
                 continue
@@ -124,7 +130,8 @@ class EncodedStates:
                 stored, clean = _redacted_part(
                     key, value, plain, hit.clean if hit is not None else frozenset()
                 )
-            parts[key] = _EncodedPart(plain, stored, clean)
+            kept = value if type(value) in _UNCHANGEABLE else None
+            parts[key] = _EncodedPart(plain, stored, clean, kept)
         with self._lock:
             kept = self._sessions.get(session_id)
             written = kept.written if kept is not None else None
@@ -173,6 +180,15 @@ class _EncodedPart(NamedTuple):
     plain: str
     stored: str
     clean: frozenset[Hashable]
+    value: Any
+    """The value encoded, when it is one its producer never changes (see ``_UNCHANGEABLE``)."""
+
+
+_UNCHANGEABLE = (str, tuple)
+"""The types of a part that is taken as never changed in place: a string, or a tuple whose
+items its producer never changes either (the engine keeps its ledger and facts that way). Given
+again as the same object, such a part is not encoded again; any other part is, and compared by
+its JSON, so a value changed in place by its owner is never mistaken for the one saved before."""
 
 
 class _StateMemory:
@@ -192,7 +208,7 @@ def _item_key(item: Any) -> Hashable:
     key, so a list and an object never share one."""
     kind = type(item)
     key: Hashable
-    if kind is list:
+    if kind is list or kind is tuple:  # both are a JSON list
         key = (list, *item)
     elif kind is dict:
         key = (dict, *item.items())
@@ -212,7 +228,7 @@ def _redacted_part(
     a list ``value`` that redaction leaves unchanged (those in ``known_clean`` are not redacted
     again: redaction is a function of an item's content, and a list's items are redacted one by
     one, whatever its key)."""
-    if type(value) is not list or redact_text(key) != key:
+    if type(value) not in (list, tuple) or redact_text(key) != key:
         pair = {key: value}
         member = f"{dumps(key)}:{plain}"  # what a secret rule is looked for in
         redacted = redact_json(pair, member if len(member) <= PREFILTERED_CHARS else None)
