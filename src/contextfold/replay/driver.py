@@ -516,9 +516,12 @@ def _edit_marks(
 def _edit_kind(edit: ContextEdit, zone: Zone, removed: Sequence[Message]) -> tuple[EditKind, int]:
     action = edit_action(edit)
     if isinstance(edit, MaskEdit):
+        # Hygiene rides on a mask batch: its shortened arguments and cleared thinking are items
+        # too, and a batch whose outputs a summary in the same run takes may hold only them.
+        items = len(edit.items) + len(edit.arguments) + len(edit.thinking)
         if action == "truncate":
-            return "truncate", len(edit.items)
-        return ("mask_batch" if zone is Zone.MASK else "mask"), len(edit.items)
+            return "truncate", items
+        return ("mask_batch" if zone is Zone.MASK else "mask"), items
     if action in ("drop", "archive"):
         return "drop", len(removed)  # a drop note with the refs may stand in their place
     if action in ("summary", "digest"):
