@@ -20,38 +20,20 @@ from typing import Any
 import pytest
 
 import contextfold.edits
+from benchmarks.engine_overhead import Turn, corpus_turns
 from contextfold import ChatResponse, ContextEngine, ContextPolicy, Message, ToolCallPart, Usage
 from contextfold.compaction import pipeline
 from contextfold.events import LossReported
 from contextfold.messages import reproducible_ids
 from contextfold.outputs.blobs import blob_info
-from contextfold.transcripts import iter_transcripts
 from tests.conftest import shared_path
 
 MESSAGES = 1_800
 SYSTEM = "You are a coding agent with a shell. Read before you edit; run the tests after."
 
-Turn = tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]]
-
 
 def _turns() -> list[Turn]:
-    folder = shared_path("trajectories", "mini-swe-agent-deepseek")
-    turns: list[Turn] = []
-    for transcript in iter_transcripts(folder):
-        if isinstance(transcript, Exception):
-            continue
-        messages = transcript.messages
-        for i, message in enumerate(messages):
-            calls = message.tool_calls
-            if message.role != "assistant" or not calls:
-                continue
-            results = {
-                r.call_id: r.content for m in messages[i + 1 : i + 3] for r in m.tool_results
-            }
-            outputs = tuple(results.get(c.call_id, "") for c in calls)
-            turns.append((message.text, tuple((c.name, c.arguments) for c in calls), outputs))
-        if len(turns) > MESSAGES:
-            break
+    turns, _ = corpus_turns(shared_path("trajectories", "mini-swe-agent-deepseek"))
     return turns
 
 
@@ -68,7 +50,8 @@ def _replay(turns: list[Turn], folder: Path) -> Iterator[tuple[str, Any]]:
     session = engine.new_session(title="mask summarized")
     session.add_user("Make the minimal change that resolves the issue.")
     history = 1
-    for number, (text, calls, outputs) in enumerate(turns):
+    for number, turn in enumerate(turns):
+        text, calls, outputs = turn.text, turn.calls, turn.outputs
         request = session.prepare(system=SYSTEM)
         body = json.dumps(request.to_anthropic(model="claude-sonnet-4-5"), sort_keys=True)
         yield "body", hashlib.sha256(body.encode()).hexdigest()
