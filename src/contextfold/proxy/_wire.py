@@ -24,6 +24,7 @@ __all__ = [
     "call_names_before",
     "error_kind",
     "http_upstream_error",
+    "message_reader",
     "sse",
     "too_long",
 ]
@@ -93,6 +94,42 @@ def call_names_before(
                 names[call_id] = name
                 missing.discard(call_id)
     return names
+
+
+def message_reader(
+    raw_messages: Sequence[Mapping[str, Any]],
+    result_ids: Callable[[Mapping[str, Any]], Collection[str]],
+    calls: Callable[[Mapping[str, Any]], Iterable[tuple[str, str]]],
+    convert: Callable[[Mapping[str, Any], Mapping[str, str], int], list[Message]],
+) -> MessageReader:
+    """The :data:`MessageReader` of one request's ``raw_messages``: ``convert`` reads one
+    message (given the names of the calls the results among ``raw_messages[:stop]`` answer,
+    see :func:`call_names_before`, and its index), ``result_ids`` gives the call ids a
+    message's tool results answer and ``calls`` a message's calls.
+
+    Each message is converted once per request: the breaker's latest step, the token tally
+    and the append each read the newest messages, and a message read again gets the groups
+    read before, as long as the names its own results get are the ones they got then (a
+    message's reading depends on nothing else: a range that ends later may find a later call
+    reusing an id, and then reads it anew)."""
+    read_before: dict[int, tuple[dict[str, str], list[Message]]] = {}
+
+    def read(start: int, stop: int) -> list[list[Message]]:
+        own_ids = [result_ids(raw_messages[index]) for index in range(start, stop)]
+        names = call_names_before(raw_messages, stop, set().union(*own_ids), calls)
+        groups: list[list[Message]] = []
+        for index, ids in enumerate(own_ids, start):
+            own = {call_id: names[call_id] for call_id in ids if call_id in names}
+            before = read_before.get(index)
+            if before is not None and before[0] == own:
+                groups.append(before[1])
+                continue
+            group = convert(raw_messages[index], names, index)
+            read_before[index] = (own, group)
+            groups.append(group)
+        return groups
+
+    return read
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from contextfold.proxy._wire import (
     ClientError,
     ClientRequest,
     MessageReader,
-    call_names_before,
     http_upstream_error,
+    message_reader,
     sse,
 )
 from contextfold.wire import anthropic_request as anthropic_wire
@@ -153,35 +153,30 @@ def _calls(raw: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def _result_ids(raws: Sequence[Mapping[str, Any]]) -> set[str]:
-    """The call ids the tool results among ``raws`` answer, as they are read."""
+def _result_ids(raw: Mapping[str, Any]) -> set[str]:
+    """The call ids the tool results of ``raw`` answer, as they are read."""
+    content = raw.get("content")
+    if not isinstance(content, list):
+        return set()
     return {
         as_id(b.get("tool_use_id")) or ""
-        for raw in raws
-        if isinstance(raw.get("content"), list)
-        for b in raw["content"]
+        for b in content
         if isinstance(b, Mapping) and b.get("type") == "tool_result"
     }
 
 
-def _reader(raw_messages: Sequence[Mapping[str, Any]]) -> MessageReader:
-    def read(start: int, stop: int) -> list[list[Message]]:
+def _convert(raw: Mapping[str, Any], names: Mapping[str, str], index: int) -> list[Message]:
+    if raw.get("role") == "system":
+        return [Message.system(system_text(raw["content"]))]
+    try:
         # Tool results name their tool: the names come from the calls before them.
-        wanted = _result_ids(raw_messages[start:stop])
-        names = call_names_before(raw_messages, stop, wanted, _calls)
-        groups: list[list[Message]] = []
-        for index in range(start, stop):
-            raw = raw_messages[index]
-            if raw.get("role") == "system":
-                groups.append([Message.system(system_text(raw["content"]))])
-                continue
-            try:
-                groups.append(from_anthropic_message(raw, call_names=dict(names), index=index))
-            except FormatError as exc:
-                raise ClientError(f"messages.{index}: {exc}") from None
-        return groups
+        return from_anthropic_message(raw, call_names=dict(names), index=index)
+    except FormatError as exc:
+        raise ClientError(f"messages.{index}: {exc}") from None
 
-    return read
+
+def _reader(raw_messages: Sequence[Mapping[str, Any]]) -> MessageReader:
+    return message_reader(raw_messages, _result_ids, _calls, _convert)
 
 
 _CHECKED = CheckedValues()

@@ -20,8 +20,8 @@ from contextfold.proxy._wire import (
     ClientError,
     ClientRequest,
     MessageReader,
-    call_names_before,
     http_upstream_error,
+    message_reader,
     sse,
 )
 from contextfold.wire import chat_completions_request as openai_wire
@@ -113,25 +113,22 @@ def _calls(raw: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def _reader(raw_messages: Sequence[Mapping[str, Any]]) -> MessageReader:
-    def read(start: int, stop: int) -> list[list[Message]]:
-        # A tool message names its tool by the call before it it answers (as it is read).
-        wanted = {
-            as_id(raw.get("tool_call_id")) or as_id(raw.get("name")) or ""
-            for raw in raw_messages[start:stop]
-            if raw.get("role") in ("tool", "function")
-        }
-        names = call_names_before(raw_messages, stop, wanted, _calls)
-        groups: list[list[Message]] = []
-        for index in range(start, stop):
-            try:
-                message = from_openai_message(raw_messages[index], call_names=names, index=index)
-            except FormatError as exc:
-                raise ClientError(f"messages[{index}]: {exc}") from None
-            groups.append([message])
-        return groups
+def _result_ids(raw: Mapping[str, Any]) -> tuple[str, ...]:
+    """The call id a tool message answers (it names its tool by the call before it)."""
+    if raw.get("role") not in ("tool", "function"):
+        return ()
+    return (as_id(raw.get("tool_call_id")) or as_id(raw.get("name")) or "",)
 
-    return read
+
+def _convert(raw: Mapping[str, Any], names: Mapping[str, str], index: int) -> list[Message]:
+    try:
+        return [from_openai_message(raw, call_names=names, index=index)]
+    except FormatError as exc:
+        raise ClientError(f"messages[{index}]: {exc}") from None
+
+
+def _reader(raw_messages: Sequence[Mapping[str, Any]]) -> MessageReader:
+    return message_reader(raw_messages, _result_ids, _calls, _convert)
 
 
 def parse_request(body: Any, known: KnownMessages | None = None) -> ClientRequest:
