@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from contextfold.cli import app
-from contextfold.errors import ConcurrentWriteError
+from contextfold.errors import ConcurrentWriteError, SessionNotFoundError
 from contextfold.messages import Message
 from contextfold.proxy.sessions import METADATA_KEY
 from contextfold.store import open_store
@@ -51,6 +51,27 @@ def test_writes_in_one_atomic_block_commit_together_or_not_at_all(target: StoreT
             assert store.last_seq(sid) == 1  # this thread reads what it wrote
         assert store.find_proxy_heads("t", ["h1"]) == {"h1": (sid, 1)}
         assert store.check_integrity() == []
+
+
+def test_a_session_deleted_inside_an_atomic_block_is_not_found_by_its_later_writes(
+    target: StoreTarget,
+) -> None:
+    # A session found once in a block is not looked up again (issue 28): its delete, in the
+    # same block, must still make the next write to it fail as it would have.
+    with target.open() as store:
+        sid = store.create_session().id
+        other = store.create_session().id
+        with store.atomic():
+            store.append_messages(sid, [Message.user("one")])
+            store.record_proxy_head("t", "h1", sid, 1, 1)
+            store.delete_session(sid)
+            with pytest.raises(SessionNotFoundError):
+                store.record_proxy_head("t", "h2", sid, 1, 1)
+            with pytest.raises(SessionNotFoundError):
+                store.append_event(sid, "e", {"n": 1})
+            store.record_proxy_head("t", "h3", other, 0, 0)
+        assert [s.id for s in store.list_sessions()] == [other]
+        assert store.find_proxy_heads("t", ["h1", "h2", "h3"]) == {"h3": (other, 0)}
 
 
 def test_partial_sessions_and_heads_pointing_nowhere_are_found_and_removed(

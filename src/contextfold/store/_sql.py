@@ -17,7 +17,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, ClassVar, Self, TextIO
 
 from contextfold.edits import ContextEdit
@@ -112,6 +112,10 @@ class SQLStore(AsyncStoreMixin, ABC):
         held: Cursor | None = getattr(self._held, "cursor", None)
         if held is None:
             return self._begin(mode)
+        if mode == "read" and self.dialect == "sqlite":
+            # A read has nothing to undo, and a failed SQLite statement leaves the transaction
+            # as it was (PostgreSQL's would abort it: there the savepoint stays).
+            return nullcontext(held)
         return self._savepoint(held)
 
     @contextmanager
@@ -124,6 +128,8 @@ class SQLStore(AsyncStoreMixin, ABC):
                 try:
                     yield cur
                 except BaseException:
+                    # What the savepoint undid may have made a session exist: check again.
+                    self._held.sessions.clear()
                     cur.execute(f"ROLLBACK TO SAVEPOINT {name}")
                     cur.execute(f"RELEASE SAVEPOINT {name}")
                     raise
@@ -147,6 +153,7 @@ class SQLStore(AsyncStoreMixin, ABC):
             return
         with self._begin("write") as cur:
             self._held.cursor, self._held.depth = cur, 0
+            self._held.sessions = set()
             try:
                 yield
             finally:
@@ -272,6 +279,7 @@ class SQLStore(AsyncStoreMixin, ABC):
         with self._transaction("write") as cur:
             self._require_session(cur, session_id)
             cur.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            self._forget_checked()
         self._encoded.forget(session_id)
         self._states.forget(session_id)
 
@@ -713,6 +721,7 @@ class SQLStore(AsyncStoreMixin, ABC):
             with self._transaction("write") as cur:
                 for session_id in partial:
                     cur.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+                self._forget_checked()
                 for tenant, head, _, _ in dangling:
                     cur.execute(
                         "DELETE FROM proxy_heads WHERE tenant = ? AND head = ?", (tenant, head)
@@ -729,9 +738,24 @@ class SQLStore(AsyncStoreMixin, ABC):
     # -- helpers ---------------------------------------------------------------------------------
 
     def _require_session(self, cur: Cursor, session_id: str, *, lock: bool = True) -> None:
+        """``SessionNotFoundError`` unless the session exists; with ``lock``, its row is locked
+        for writing (on PostgreSQL) until the transaction ends. Inside :meth:`atomic`, a session
+        found and locked once is not looked up again: the lock holds to the block's end, and
+        only this thread could have deleted the row since (a delete or an undone savepoint
+        forgets what was found)."""
+        held = getattr(self._held, "cursor", None)
+        if held is not None and session_id in self._held.sessions:
+            return
         sql = self._lock_session_sql if lock else "SELECT id FROM sessions WHERE id = ?"
         if not cur.execute(sql, (session_id,)):
             raise SessionNotFoundError(session_id)
+        if held is not None and lock:
+            self._held.sessions.add(session_id)
+
+    def _forget_checked(self) -> None:
+        """Sessions were deleted in this thread's atomic block: look each one up again."""
+        if getattr(self._held, "cursor", None) is not None:
+            self._held.sessions.clear()
 
     def _locked_head(
         self,
