@@ -149,8 +149,8 @@ _IDS = re.compile(r"\b(?:(?:msg|ses|edit)_[0-9a-f]{16,}|ref_[0-9a-f]{12,})")
 
 
 def _named(rows: Any) -> str:
-    """``rows`` as JSON text, each message, session, edit or ref id named by where it first appears (the
-    ids are random; summaries and edits quote them)."""
+    """``rows`` as JSON text, each message, session, edit or ref id named by where it first
+    appears (the ids are random; summaries and edits quote them)."""
     names: dict[str, str] = {}
     text = json.dumps(rows, sort_keys=True, default=repr)
     return _IDS.sub(lambda m: names.setdefault(m.group(0), f"id{len(names)}"), text)
