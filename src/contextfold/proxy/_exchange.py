@@ -271,6 +271,11 @@ class Exchange:
             await anyio.to_thread.run_sync(conversation.abandon)
             raise
         finally:
+            if conversation.holds:
+                # Over before the upstream was called (cancelled): the turn is stored, as it
+                # was when it was not held.
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(conversation.write_held)
             if not isinstance(response, StreamingResponse):  # a stream frees them as it ends
                 await _end(conversation)
 
@@ -308,11 +313,12 @@ class Exchange:
     def _flow(self, conversation: Conversation) -> Step:
         """The rounds of this request: yields each upstream body, receives what came of it."""
         rounds = 0
-        self._begin(conversation)
         try:
+            self._begin(conversation)
             body = self._body_for(conversation, rounds)
         except BaseException:
-            # Refused before the upstream is called: the turn is stored as it was unheld.
+            # Refused before the upstream is called: the turn is stored, as it was when it was
+            # not held (nothing is held when the open itself failed).
             conversation.write_held()
             raise
         recovered = False
