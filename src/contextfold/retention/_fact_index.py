@@ -29,6 +29,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 __all__ = ["FactIndex"]
 
@@ -65,13 +66,19 @@ class _Needle:
     inner: frozenset[bytes]
 
 
+_Filed: TypeAlias = tuple[str, str, frozenset[bytes]]
+"""A needle as filed under its anchor: its fact, its text, and its inner tokens other than the
+anchor (most needles have none: a text's search, which already knows it holds the anchor,
+then goes straight to the needle's text)."""
+
+
 class FactIndex:
     """The facts each held text shows (see the module docstring). Facts are known by their key
     and found by their needles (any one of them found is the fact found)."""
 
     def __init__(self) -> None:
         self._facts: set[str] = set()
-        self._filed: dict[bytes, list[_Needle]] = {}
+        self._filed: dict[bytes, list[_Filed]] = {}
         self._anchors: set[bytes] = set()
         self._loose: list[_Needle] = []
         self._shown: dict[str, set[str]] = {}
@@ -105,7 +112,7 @@ class FactIndex:
                     # The last inner tokens are the most telling (a path's file name, the
                     # object of an error line); the longer of the last two is the anchor.
                     anchor = max(reversed(inner[-2:]), key=len)
-                    self._filed.setdefault(anchor, []).append(filed)
+                    self._filed.setdefault(anchor, []).append((key, needle, filed.inner - {anchor}))
                     self._anchors.add(anchor)
                 else:
                     self._loose.append(filed)
@@ -126,11 +133,11 @@ class FactIndex:
     def _search(self, text: str) -> set[str]:
         """The facts of the filed needles ``text`` holds: those filed under one of its tokens
         whose inner tokens it all holds, and that it contains."""
-        has: Callable[[bytes], bool]
+        holds: Callable[[frozenset[bytes]], bool]
         anchors: Iterable[bytes]
         if len(self._anchors) > SEARCHED_ANCHORS or text in self._tokens:
             tokens = self._token_set(text)
-            has, anchors = tokens.__contains__, tokens & self._anchors
+            holds, anchors = tokens.issuperset, tokens & self._anchors
         else:
             # Blank-bounded, every token of the text is `` token `` in these bytes.
             padded = b" " + _mapped(text) + b" "
@@ -138,12 +145,17 @@ class FactIndex:
             def has(token: bytes) -> bool:
                 return b" " + token + b" " in padded
 
+            def holds(inner: frozenset[bytes]) -> bool:
+                return all(map(has, inner))
+
             anchors = [a for a in self._anchors if has(a)]
         found: set[str] = set()
         for anchor in anchors:
-            for needle in self._filed[anchor]:
-                if needle.fact not in found and all(map(has, needle.inner)) and needle.text in text:
-                    found.add(needle.fact)
+            for fact, needle, rest in self._filed[anchor]:
+                if fact in found or (rest and not holds(rest)):
+                    continue
+                if needle in text:
+                    found.add(fact)
         return found
 
     def _token_set(self, text: str) -> frozenset[bytes]:

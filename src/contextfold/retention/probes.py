@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal, TypeAlias
 
@@ -93,11 +93,12 @@ class Probe:
     text: str
     needles: tuple[str, ...]
     sources: tuple[str, ...] = ()
+    key: str = field(init=False, repr=False, compare=False)
+    """What makes two probes the same fact (made once: a loss report looks every fact the
+    session knows up by it several times)."""
 
-    @property
-    def key(self) -> str:
-        """What makes two probes the same fact."""
-        return f"{self.kind}:{self.needles[0]}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.kind}:{self.needles[0]}")
 
 
 def probes_for(
