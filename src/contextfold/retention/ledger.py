@@ -27,7 +27,7 @@ from contextfold.lru import LRU
 from contextfold.messages import Message, SummaryPart, TextPart, ToolCallPart, ToolResultPart
 from contextfold.outputs.blobs import REF_PATTERN, blob_info
 from contextfold.outputs.placeholders import tool_kind
-from contextfold.redaction.redactor import might_hold_secret, redact_text
+from contextfold.redaction.redactor import redact_text
 from contextfold.tokens.counters import HeuristicCounter
 
 __all__ = [
@@ -440,9 +440,12 @@ def _text_identifiers(text: str) -> tuple[str, ...]:
     same string objects, whose hash Python keeps) are scanned each time otherwise.
     """
     # Identifiers are read from the redacted text: lifted out of its line, a secret loses
-    # the context (``TOKEN=``...) by which the store's redactor would know it.
+    # the context (``TOKEN=``...) by which the store's redactor would know it. The redactor
+    # remembers the texts it redacted (a tool output, on its way in and when it is stashed), so
+    # asking it again costs a lookup where scanning for secrets first cost two passes over the
+    # text (it returns the text itself when no rule can match: the same text as before).
     found: list[str] = []
-    for match in _identifier_matches(redact_text(text) if might_hold_secret(text) else text):
+    for match in _identifier_matches(redact_text(text)):
         word = match.rstrip(_TRAILING)
         if REF_PATTERN.fullmatch(word) or redact_text(word) != word:
             continue
