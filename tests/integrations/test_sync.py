@@ -201,3 +201,31 @@ def test_a_failed_add_keeps_the_messages_added_before_it(
     sync.session.add_user("Go on.")  # the writer and the store still agree on the head
     assert sync.session.persisted
     assert [row[2] for row in _stored(engine, sync)][-1] == "user"
+
+
+@pytest.mark.filterwarnings("ignore::contextfold.store.SQLiteVersionWarning")
+def test_the_call_after_a_failed_add_appends_only_what_is_missing(
+    engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The messages added before a failed add are held: the framework's next call (the same
+    history) appends the one that failed, not those again."""
+    from contextfold.engine.session import Session
+
+    sync = HistorySync(engine)
+    history = _turns(2)
+    sync.update(history[:4])
+    add = Session.add
+
+    def failing(self: Session, message: Message) -> None:
+        if message.role == "tool":
+            raise RuntimeError("tool output refused")
+        add(self, message)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Session, "add", failing)
+        with pytest.raises(RuntimeError, match="refused"):
+            sync.update(history)
+    assert sync.update(history) == 1
+    roles = [row[2] for row in _stored(engine, sync)]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool"]
+    assert sync.update(history) == 0

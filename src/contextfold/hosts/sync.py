@@ -52,7 +52,7 @@ class HistorySync:
         self._last: _Digested = _Digested([], [], [])
         if session is not None:
             stored = ResentHistory(self._index, "", [message_digest(m) for m in _stored(session)])
-            self._hold(stored, session, 0)
+            self._hold(stored, session, 0, len(stored))
 
     @property
     def session(self) -> Session:
@@ -71,11 +71,22 @@ class HistorySync:
             resent = self._resent(messages)
             known = self._continued(resent)
             session = self.session
-            with session.writes_together():  # one commit for the call's new messages
-                for message in messages[known:]:
-                    session.add(message)
-            self._hold(resent, session, known)
-            return len(messages) - known
+            if known == len(messages):
+                # Nothing new (the call after the one that stored the reply): no transaction,
+                # whose begin and commit cost as much as the rest of the update.
+                self._hold(resent, session, known, known)
+                return 0
+            added = known
+            try:
+                with session.writes_together():  # one commit for the call's new messages
+                    for message in messages[known:]:
+                        session.add(message)
+                        added += 1
+            finally:
+                # What was added before a failed add is stored (the block commits it): the
+                # session holds it, and the next call must not append it again.
+                self._hold(resent, session, known, added)
+            return added - known
 
     def _resent(self, messages: list[Message]) -> ResentHistory:
         """``messages`` against the index. The digests and heads of the first messages that are
@@ -107,11 +118,12 @@ class HistorySync:
             self._restart()
         return 0
 
-    def _hold(self, resent: ResentHistory, session: Session, start: int) -> None:
-        """Record the prefixes ``session`` now holds, from ``start`` on."""
-        for count in range(start + 1, len(resent) + 1):
+    def _hold(self, resent: ResentHistory, session: Session, start: int, held: int) -> None:
+        """Record the prefixes ``session`` now holds (the first ``held`` messages of
+        ``resent``), from ``start`` on."""
+        for count in range(start + 1, held + 1):
             resent.record(session.id, count, count)
-        self._index.appended(session.id, len(resent))
+        self._index.appended(session.id, held)
 
     def _restart(self) -> None:
         """The framework rewrote its history: go on in a new session, the old one its parent."""
