@@ -186,6 +186,27 @@ def test_a_reply_that_goes_on_is_converted_again() -> None:
     assert [len(m.tool_calls) for m in messages] == [0, 2]  # one reply with both calls
 
 
+def test_the_view_items_are_copies_each_call() -> None:
+    """The SDK gets its own copies of the view's items on every call (flat ones and nested
+    ones): what it changes in them is not what the next call hands out."""
+    items: list[Item] = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
+        {"type": "function_call", "call_id": "c1", "name": "tool", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "done"},
+    ]
+    messages = ItemsToMessages().convert(json.loads(json.dumps(items)))
+    view = MessagesToItems()
+    first = view.items(messages, messages)
+    assert first == items
+    for item in first:
+        item["touched"] = True
+        for value in item.values():
+            if isinstance(value, list):
+                value.append({"type": "output_text", "text": "more"})
+    assert view.items(messages, messages) == items
+
+
 @st.composite
 def _conversation(draw: st.DrawFn) -> list[Message]:
     messages: list[Message] = []

@@ -174,6 +174,22 @@ def test_a_message_changed_in_place_converts_again() -> None:
     assert after[-1] is before[-1]
 
 
+def test_a_part_changed_or_replaced_in_place_converts_again() -> None:
+    """A part's field set anew, or a part swapped for another in the same list, is a change;
+    an equal part in its place is not."""
+    response = pa.ModelResponse(parts=[pa.TextPart("answer"), pa.TextPart("more")])
+    mapping = HistoryMapping()
+    before = mapping.to_messages([response])
+    response.parts[1].content = "changed"
+    assert mapping.to_messages([response])[0].text == "answer\nchanged"
+    response.parts[0] = pa.ToolCallPart("bash", {"command": "ls"}, "call_1")
+    (after,) = mapping.to_messages([response])
+    assert _said([after]) == _said(to_messages([response]))
+    response.parts[0] = pa.ToolCallPart("bash", {"command": "ls"}, "call_1")  # an equal one
+    assert mapping.to_messages([response])[0] is after
+    assert after is not before[0]
+
+
 def test_an_output_the_engine_cut_goes_back_with_the_cut_content_and_its_own_fields() -> None:
     stamp = datetime(2026, 1, 2, tzinfo=UTC)
     original = pa.ModelRequest(

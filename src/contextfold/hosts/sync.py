@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from operator import is_
 
 from contextfold.engine import ContextEngine, PreparedRequest, Session
 from contextfold.engine.session import SystemPrompt
@@ -94,11 +95,14 @@ class HistorySync:
         the same message objects call after call (frozen, so their digests cannot change), and
         a call then costs in proportion to what is new, not to the whole history."""
         last = self._last
-        same = 0
-        for given, held in zip(messages, last.messages, strict=False):
-            if given is not held:
-                break
-            same += 1
+        same = len(last.messages)
+        if same > len(messages) or not all(map(is_, last.messages, messages)):
+            # Not the usual case (the last history and more, told apart at C speed above).
+            same = 0
+            for given, held in zip(messages, last.messages, strict=False):
+                if given is not held:
+                    break
+                same += 1
         digests = last.digests[:same] + [message_digest(m) for m in messages[same:]]
         resent = ResentHistory(self._index, "", digests, known_heads=last.heads[:same])
         self._last = _Digested(messages, digests, resent.heads)

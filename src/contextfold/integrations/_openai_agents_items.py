@@ -256,7 +256,8 @@ class MessagesToItems:
     kept too, and only what the history gained since the last call is digested."""
 
     def __init__(self) -> None:
-        self._items: LatestObjects[list[Item]] = LatestObjects()
+        self._items: LatestObjects[list[tuple[Item, bool]]] = LatestObjects()
+        """Each view message's items, each with whether it is flat (no dict or list inside)."""
         self._history = _HistoryItems()
 
     def items(self, view: Iterable[Message], history: Sequence[Message]) -> list[Item]:
@@ -268,11 +269,16 @@ class MessagesToItems:
             if found is None:
                 if queues is None:
                     queues = _Queues(self._history.known(history))
-                found = _message_items(message, queues)
+                found = [(item, _flat(item)) for item in _message_items(message, queues)]
                 self._items.keep((message,), found)
-            out.extend(json_copy(item) for item in found)
+            # A flat item's json_copy is its shallow copy, made in C (most items are flat).
+            out.extend(item.copy() if flat else json_copy(item) for item, flat in found)
         self._items.rotate()
         return out
+
+
+def _flat(item: Item) -> bool:
+    return not any(isinstance(value, dict | list) for value in item.values())
 
 
 class _HistoryItems:
