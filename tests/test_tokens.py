@@ -208,8 +208,8 @@ def test_a_summary_counted_item_by_item_is_counted_whole(name: str, pieces: list
     text = "".join(pieces)
     counter = TiktokenCounter(name, scale=1.2)
     whole = round(len(encoding(name).encode_ordinary(text)) * 1.2)
-    assert counter._count_summary(text) == whole
-    assert counter._count_summary(text) == whole  # again, from memory
+    assert counter.count_summary(text) == whole
+    assert counter.count_summary(text) == whole  # again, from memory
 
 
 def test_special_token_text_is_counted_as_ordinary_text(o200k: TiktokenCounter) -> None:

@@ -246,6 +246,38 @@ def test_a_tuple_part_given_again_is_not_encoded_again_and_a_list_part_always_is
     assert again == text
 
 
+def test_tuple_items_of_a_part_are_remembered_as_clean_like_list_items(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The state's facts are a tuple of ``(kind, text)`` tuples, a new tuple at each
+    compaction: only the items it did not hold before are redacted again."""
+    from contextfold.store import _codec
+    from contextfold.store._codec import EncodedStates, encode_json, state_text
+
+    encoded = EncodedStates(redact=True)
+    secret = f"export GITHUB_TOKEN={SECRETS['github']}"
+    facts = tuple(("path", f"src/module_{i}.py") for i in range(50))
+    state_text(encoded.encode("s1", {"facts": facts}).items())
+    walked: list[object] = []
+    real = _codec.redact_json
+    monkeypatch.setattr(
+        _codec, "redact_json", lambda value, *a: walked.append(value) or real(value, *a)
+    )
+    grown = (("command", secret), *reversed(facts), ("path", "src/new.py"))
+    text = state_text(encoded.encode("s1", {"facts": grown}).items())
+    assert walked == [("command", secret), ("path", "src/new.py")]
+    assert text == encode_json({"facts": grown}, redact=True)
+    assert SECRETS["github"] not in text
+
+
+def test_a_tuple_without_a_secret_is_returned_itself_and_one_with_a_secret_as_a_list() -> None:
+    clean = ("path", "src/module.py", ("nested", "x" * 40))
+    assert redact_json(clean) is clean
+    leaky = ("command", f"export GITHUB_TOKEN={SECRETS['github']}")
+    redacted = redact_json(leaky)
+    assert isinstance(redacted, list) and SECRETS["github"] not in redacted[1]
+
+
 # -- in the stores (both backends) -----------------------------------------------------------------
 
 

@@ -84,7 +84,7 @@ def _plan(core: SessionCore, state: TurnState, m: Measurement) -> Plan:
         kept += sizes.messages[task]
     summary = SUMMARY_TOKENS_GUESS
     if state.summary is not None:
-        summary = core.compaction_counter.count_text(state.summary.render())
+        summary = core.compaction_counter.count_summary(state.summary.render())
     floor = m.fixed_tokens + int(kept * m.calibration) + summary
     return Plan(
         upper=policy.thresholds.compact_at * m.effective_window, floor=floor, summary=summary

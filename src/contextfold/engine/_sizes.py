@@ -9,7 +9,7 @@ and remembers the counts of the system text, tools and instructions, which chang
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from contextfold.engine._recent import GrowingView
 from contextfold.messages import Message
@@ -109,6 +109,17 @@ class CompactionCounter:
 
     def count_text(self, text: str) -> int:
         """Tokens of ``text``, remembered."""
+        return self._remembered(text, self.counter.count_text)
+
+    def count_summary(self, text: str) -> int:
+        """:meth:`count_text` of a rendered summary, remembered with the texts. A new summary
+        repeats most items of the one before (and those of the summary message just counted):
+        the engine counter counts its items one by one when it can, to the same total."""
+        return self._remembered(
+            text, getattr(self.counter, "count_summary", self.counter.count_text)
+        )
+
+    def _remembered(self, text: str, count: Callable[[str], int]) -> int:
         # Keyed without holding the text (old outputs can be large): two texts of one length
         # with the same 64-bit hash would share a count, an estimate's error at worst.
         key = (hash(text), len(text))
@@ -116,7 +127,7 @@ class CompactionCounter:
         if tokens is None:
             if len(self._texts) >= _TEXT_MEMO_MAX:
                 self._texts = {}
-            tokens = self._texts[key] = self.counter.count_text(text)
+            tokens = self._texts[key] = count(text)
         return tokens
 
     def count_message(self, message: Message) -> int:

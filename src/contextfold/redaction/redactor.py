@@ -242,8 +242,9 @@ def _walk(value: Any, key_kind: str | None) -> Any:
         return value if redacted == value else redacted
     if kind is list or kind is tuple or isinstance(value, list | tuple):
         items = [_walk(item, None) for item in value]
-        if kind is not list:
-            return items
+        # A tuple that comes back unchanged is the tuple itself, as a list is: the state's
+        # facts are tuples, and a copy for each would look to the store like a redacted item,
+        # to be redacted again at every save (both are the same JSON list).
         for new, old in zip(items, value, strict=True):
             if new is not old:
                 return items

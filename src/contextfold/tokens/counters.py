@@ -220,7 +220,7 @@ class _CounterBase:
             if isinstance(part, TextPart):
                 total += count(part.text)
             elif isinstance(part, SummaryPart):
-                total += self._count_summary(part.text)  # item by item: see TiktokenCounter
+                total += self.count_summary(part.text)  # item by item: see TiktokenCounter
             elif isinstance(part, ToolCallPart):
                 total += template.per_tool_call
                 total += count(part.name) + count(part.arguments)
@@ -236,8 +236,9 @@ class _CounterBase:
         # Chat-completions sends each tool result as a message of its own.
         return total + template.per_message * max(0, results - 1)
 
-    def _count_summary(self, text: str) -> int:
-        """Tokens of a summary's text (a counter may count its items one by one)."""
+    def count_summary(self, text: str) -> int:
+        """Tokens of a rendered summary: what :meth:`count_text` gives, though a counter may
+        count its items one by one (most items of a summary were counted before)."""
         return self.count_text(text)
 
     def cache_info(self) -> tuple[int, int]:
@@ -363,7 +364,7 @@ class TiktokenCounter(_CounterBase):
         """Tokens of ``text`` (exact when ``scale`` is 1, but for huge texts: see the class)."""
         return _scaled(self._raw(text), self.scale) if text else 0
 
-    def _count_summary(self, text: str) -> int:
+    def count_summary(self, text: str) -> int:
         """Tokens of a summary's text: what :meth:`count_text` gives, item by item.
 
         A summary is rewritten at each compaction, but most of its items come back as they
