@@ -235,7 +235,8 @@ def test_the_compaction_counter_counts_what_the_engine_counter_counts(
     """The counter a compaction gets answers view messages from the session's counts, and
     counts the messages it rewrites from the texts it remembers: every message before and
     after each compaction (and the summaries, masked copies and notes it made) counts as a
-    fresh counter counts it."""
+    fresh counter counts it, and so does each summary (:meth:`CompactionCounter.count_summary`)
+    and each view the session's sizes are reset to."""
     for view in sessions[:4]:
         engine_counter = (
             TiktokenCounter("o200k_base") if counter_name == "o200k_base" else HeuristicCounter()
@@ -243,7 +244,8 @@ def test_the_compaction_counter_counts_what_the_engine_counter_counts(
         fresh = (
             TiktokenCounter("o200k_base") if counter_name == "o200k_base" else HeuristicCounter()
         )
-        counter = CompactionCounter(engine_counter, ViewSizes(engine_counter, view))
+        sizes = ViewSizes(engine_counter, view)
+        counter = CompactionCounter(engine_counter, sizes)
         total = fresh.count_messages(view)
         window = max(4_000, int(total * 0.8))
         ctx = CompactionContext(
@@ -259,6 +261,14 @@ def test_the_compaction_counter_counts_what_the_engine_counter_counts(
             assert result.after_tokens == fresh.count_messages(result.view)
             for message in (*result.view, *view):
                 assert counter.count_message(message) == fresh.count_message(message)
+            if result.summary is not None:  # as the cost schedule sizes it
+                text = result.summary.render()
+                assert counter.count_summary(text) == fresh.count_text(text)
+        # The view's sizes after an edit (those of the messages it kept are the ones held).
+        for after in (result.view, view):
+            sizes.reset(after)
+            assert sizes.messages == [fresh.count_message(m) for m in after]
+            assert sizes.total == fresh.count_messages(after)
 
 
 def test_a_remembered_item_line_is_the_line_rendered_anew(sessions: list[list[Message]]) -> None:

@@ -50,8 +50,14 @@ class ViewSizes:
     def reset(self, view: Sequence[Message]) -> None:
         """Recount for a new view (after an edit or a restart)."""
         count = self.counter.count_message
+        known = self.by_id
         self.generation += 1
-        self.messages = [count(m) for m in view]
+        # An edit keeps most of the view's (immutable) messages as the same objects: their
+        # counts are the ones held, without finding each in the counter's cache again.
+        self.messages = [
+            hit[1] if (hit := known.get(id(m))) is not None and hit[0] is m else count(m)
+            for m in view
+        ]
         self.total = sum(self.messages)
         self.outputs = sum(n for m, n in zip(view, self.messages, strict=True) if m.role == "tool")
         # Replaced whole (never cleared in place): a worker thread may be reading the old one.
