@@ -97,3 +97,17 @@ def test_ids_stay_unique_and_ordered_per_thread_across_threads() -> None:
 def test_from_dict_names_the_missing_field() -> None:
     with pytest.raises(ValueError, match="'parts'"):
         Message.from_dict({"id": "x", "role": "user"})
+
+
+@pytest.mark.parametrize(
+    "arguments", ['{"command": "ls", "n": [1, {"a": "b"}]}', "[1]", "{bad", "3"]
+)
+def test_shared_args_are_args_decoded_once(arguments: str) -> None:
+    call = ToolCallPart("c1", "bash", arguments)
+    shared = call.shared_args()
+    assert shared == call.args()
+    assert call.shared_args() is shared
+    assert call == ToolCallPart("c1", "bash", arguments)  # the cache is not part of the value
+    assert hash(call) == hash(ToolCallPart("c1", "bash", arguments))
+    changed = dataclasses.replace(call, arguments='{"command": "pwd"}')
+    assert changed.shared_args() == {"command": "pwd"}

@@ -164,6 +164,8 @@ class ToolCallPart:
     name: str
     arguments: str = "{}"
     part_kind: Literal["tool-call"] = "tool-call"
+    _args: Mapping[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
+    """:meth:`shared_args`, once decoded (a part is a value)."""
 
     @property
     def arguments_valid(self) -> bool:
@@ -180,6 +182,17 @@ class ToolCallPart:
         except (ValueError, RecursionError):
             return {}
         return value if isinstance(value, dict) else {}
+
+    def shared_args(self) -> Mapping[str, Any]:
+        """:meth:`args`, decoded once per part and the same object at every call: read it,
+        never change it (nor what it holds). The history's readers (fact extraction, the texts
+        the probes search) decode each call of a view again at every compaction; :meth:`args`
+        stays a fresh dict for callers that hand it on."""
+        value = self._args
+        if value is None:
+            value = self.args()
+            object.__setattr__(self, "_args", value)
+        return value
 
     @classmethod
     def from_args(cls, call_id: str, name: str, args: Mapping[str, Any]) -> ToolCallPart:

@@ -17,7 +17,7 @@ own file tools.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Literal, TypeAlias
@@ -295,7 +295,7 @@ _Outcome: TypeAlias = tuple[int | None, bool, tuple[str, ...]]
 
 def _classify(call: ToolCallPart, command: str | None) -> Classified:
     """What one call did: a shell command is parsed; other tools are known by name and args."""
-    args = call.args()
+    args = call.shared_args()
     lower = call.name.lower()
     if _is_editor(lower, args):
         return _named_tool(call, args)
@@ -327,7 +327,7 @@ def _shell_call(command: str) -> Classified:
     return kind, first, tuple(effects.reads), tuple(effects.writes), tuple(effects.programs)
 
 
-def _named_tool(call: ToolCallPart, args: dict[str, object]) -> Classified:
+def _named_tool(call: ToolCallPart, args: Mapping[str, object]) -> Classified:
     name, lower = call.name, call.name.lower()
     paths = [str(args[k]) for k in _PATH_ARGS if isinstance(args.get(k), str)]
     shown = " ".join(paths)
@@ -349,7 +349,7 @@ def _named_tool(call: ToolCallPart, args: dict[str, object]) -> Classified:
     return "other", f"{name} {shown or call.arguments}", [], [], []
 
 
-def _is_editor(lower: str, args: dict[str, object]) -> bool:
+def _is_editor(lower: str, args: Mapping[str, object]) -> bool:
     return ("editor" in lower or "str_replace" in lower) and "path" in args
 
 
@@ -381,7 +381,7 @@ def extract_facts(messages: Sequence[Message], *, narrative: bool = True) -> Ses
     task = Fact(users[0][1], (users[0][0],)) if users else None
     requests = tuple(Fact(_first_line(text), (id_,)) for id_, text in users[1:] if text.strip())
     constraints = _unique(
-        Fact(s, (id_,)) for id_, text in users for s in _sentences(text) if _CONSTRAINT.search(s)
+        Fact(s, (id_,)) for id_, text in users for s in _sentences_matching(text, _CONSTRAINT)
     )
     actions = tool_actions(messages)
     modified: dict[str, Fact] = {}
@@ -414,7 +414,7 @@ def _with_narrative(facts: SessionFacts, messages: Sequence[Message]) -> Session
     the latest progress."""
     assistant = [m for m in messages if m.role == "assistant" and m.text.strip()]
     decisions = _unique(
-        Fact(s, (m.id,)) for m in assistant for s in _sentences(m.text) if _DECISION.search(s)
+        Fact(s, (m.id,)) for m in assistant for s in _sentences_matching(m.text, _DECISION)
     )
     latest = assistant[-1] if assistant else None
     next_steps: tuple[Fact, ...] = ()
@@ -459,7 +459,7 @@ def _cite(previous: Fact | None, text: str, source: str, ref: str | None) -> Fac
 def _unique(facts: Iterable[Fact]) -> tuple[Fact, ...]:
     seen: dict[str, Fact] = {}
     for fact in facts:
-        key = " ".join(fact.text.lower().split())
+        key = _folded(fact.text)
         if key not in seen:
             seen[key] = fact
     return tuple(seen.values())
@@ -478,6 +478,20 @@ def _text_sentences(text: str) -> tuple[str, ...]:
         if len(sentence) >= 8:
             out.append(_clip(sentence, MAX_SENTENCE_CHARS))
     return tuple(out)
+
+
+@lru_cache(maxsize=ACTION_CACHE_SIZE)
+def _sentences_matching(text: str, pattern: re.Pattern[str]) -> tuple[str, ...]:
+    """The sentences of ``text`` that ``pattern`` finds something in, once per text and pattern
+    (every summary and loss report looks for decisions and constraints in the same texts)."""
+    return tuple(s for s in _text_sentences(text) if pattern.search(s))
+
+
+@lru_cache(maxsize=ACTION_CACHE_SIZE)
+def _folded(text: str) -> str:
+    """``text`` lowercased with its whitespace runs made one space: what :func:`_unique`
+    compares (once per text: the same facts are met at every extraction)."""
+    return " ".join(text.lower().split())
 
 
 def _first_line(text: str) -> str:

@@ -20,7 +20,7 @@ def part_texts(part: object) -> Iterator[str]:
         yield part.text
     elif isinstance(part, ToolCallPart):
         yield part.arguments
-        yield from json_strings(part.args())
+        yield from json_strings(part.shared_args())
     elif isinstance(part, ToolResultPart):
         yield part.content
 
