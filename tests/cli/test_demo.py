@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from contextfold.cli import app
+from tests.interrupts import sigint_by_default
 
 runner = CliRunner()
 
@@ -85,10 +86,6 @@ def test_every_run_tells_the_same_story(demo_output: str) -> None:
 _LAUNCH = "import sys\nfrom contextfold_launcher import main\nsys.argv[0] = 'contextfold'\nmain()"
 
 
-def _sigint_by_default() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _interrupted_demo(after_line: str | None) -> tuple[int, str, str]:
     """Run the demo as a process and send it SIGINT when ``after_line`` was printed (during
     start-up when ``None``); its status, output and errors."""
@@ -99,9 +96,7 @@ def _interrupted_demo(after_line: str | None) -> tuple[int, str, str]:
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        # Ctrl-C as a terminal delivers it: a shell without job control starts a command run in
-        # the background with SIGINT ignored, which its children (and so this demo) inherit.
-        preexec_fn=_sigint_by_default,
+        preexec_fn=sigint_by_default,  # Ctrl-C as a terminal delivers it
     )
     assert process.stdout is not None
     seen: list[str] = []

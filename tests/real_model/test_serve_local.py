@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.interrupts import sigint_by_default
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 STARTUP_SECONDS = 120
 
@@ -54,6 +56,7 @@ def test_the_readme_local_model_quick_start_works(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=sigint_by_default,  # so that the Ctrl-C below stops it
     )
     try:
         assert server.stdout is not None
