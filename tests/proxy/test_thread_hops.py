@@ -6,11 +6,10 @@ async. Each ``anyio.to_thread.run_sync`` (Starlette's ``run_in_threadpool`` is o
 hand-off to the thread pool and back. The rounds generator (``Exchange._flow``) makes the work
 before the first upstream call one hop, and the work after each reply (record it, prepare the
 next body or finish) one more: two hops for a request answered in one round, whatever the
-protocols, streamed or not, new conversation or continued (a continued one's turn is
-written on a third, while the upstream answers: see ``Exchange._send_writing``). The
-request's claim on its session is given back inside the last of them, as the reply is
-recorded; only a request that ended otherwise (refused, failed, cancelled) takes one more
-hop, after its response, to give it back (a query on PostgreSQL). Counted, not timed.
+protocols, streamed or not, new conversation or continued. The request's claim on its session
+is given back inside the last of them, as the reply is recorded; only a request that ended
+otherwise (refused, failed, cancelled) takes one more hop, after its response, to give it back
+(a query on PostgreSQL). Counted, not timed.
 """
 
 from __future__ import annotations
@@ -84,9 +83,7 @@ async def test_a_round_is_two_thread_hops_and_the_claims_released_within(
         with counted_hops(monkeypatch) as hops:
             answer = await client.post(path, json=_request(client_protocol, history, stream))
             _read(client_protocol, answer, stream)
-    # The continued session's turn is written on a hop of its own, while the upstream
-    # answers (issue 28): in parallel with the round's wait, not one more step in its line.
-    assert hops == ["next", "write_held", "_step"], hops
+    assert hops == ["next", "_step"], hops
     assert len(hops) < HOPS_PER_ROUND_BEFORE
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from typing import Any, TypeVar
 
@@ -74,9 +74,6 @@ class SessionWriter:
         self.store_ok = True
         self._emit = emit
         self.memory_blobs = InMemoryBlobStore()
-        self._held: list[Message] | None = None
-        """Messages appended since :meth:`hold`, not written yet (see :meth:`write_held`)."""
-        self._then: Callable[[], None] | None = None
 
     # -- failure handling ----------------------------------------------------------------------
 
@@ -102,10 +99,6 @@ class SessionWriter:
         before (the failure is reported once, and the session goes on in memory)."""
         if not self.store_ok:
             return None
-        if self._held is not None:
-            self.write_held()  # every write comes after the appends held before it
-            if not self.store_ok:
-                return None
         try:
             return write()
         except Exception as exc:  # the store's one degradation: to memory, reported once
@@ -138,51 +131,18 @@ class SessionWriter:
 
     # -- writes --------------------------------------------------------------------------------
 
-    def hold(self, then: Callable[[], None] | None = None) -> None:
-        """Keep the messages appended from now on in memory until :meth:`write_held`: a host
-        that has the request it needs from the session writes them while the model works (the
-        proxy, while it awaits the upstream). The seq they will have is counted at once, and
-        any other write (or :meth:`attempt`) writes them first, so the store receives the same
-        rows in the same order as it would have without the hold. ``then`` runs once they
-        are written, in the same transaction when the store offers one (``atomic()``)."""
-        if self._held is None:
-            self._held, self._then = [], then
-
-    def write_held(self) -> None:
-        """Write the messages held since :meth:`hold` (one append) and run its ``then``; hold
-        no more."""
-        held, then = self._held, self._then
-        self._held = self._then = None
-        if held is None:
-            return
-        atomic: Callable[[], AbstractContextManager[None]] | None = getattr(
-            self.store, "atomic", None
-        )
-        with nullcontext() if atomic is None else atomic():
-            if held:
-                self._write(held, expected_seq=self.last_seq - len(held))
-            if then is not None:
-                then()
-
     def append(self, messages: Sequence[Message]) -> None:
         """Append ``messages`` to the transcript (or only count them once degraded)."""
-        if self._held is not None:
-            self._held.extend(messages)
-            self.last_seq += len(messages)
-            return
-        self._write(messages, expected_seq=self.last_seq)
-
-    def _write(self, messages: Sequence[Message], *, expected_seq: int) -> None:
         seq = self.attempt(
             "append messages",
             lambda: self.store.append_messages(
                 self.session_id,
                 messages,
-                expected_seq=expected_seq,
+                expected_seq=self.last_seq,
                 expected_edit=self.last_edit,
             ),
         )
-        self.last_seq = seq if seq is not None else expected_seq + len(messages)
+        self.last_seq = seq if seq is not None else self.last_seq + len(messages)
 
     def append_edits(self, edits: Sequence[ContextEdit]) -> None:
         """Record compaction edits in transcript order (in one write when the store takes
@@ -231,7 +191,6 @@ class SessionWriter:
 
     def switch(self, session_id: str, *, last_seq: int, last_edit: int = 0) -> None:
         """Write to another session from now on (after a restart)."""
-        self.write_held()  # the held messages are the old session's
         self.session_id = session_id
         self.last_seq = last_seq
         self.last_edit = last_edit

@@ -8,7 +8,7 @@ alone, without an engine, which is how tests give it fakes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Protocol
@@ -188,20 +188,6 @@ class Session:
     def output_limits(self) -> OutputLimits:
         """What one tool output may keep inline (its token limit shrinks with the window)."""
         return self._core.output_limits
-
-    def hold_writes(self, *, then: Callable[[], None] | None = None) -> None:
-        """Keep the messages appended from now on in memory, counted as stored, until
-        :meth:`write_held`; any other write of the session writes them first. For a host that
-        can write them while the model works on the request they made (the proxy: while it
-        awaits the upstream). The store receives the same rows in the same order. ``then``
-        runs once they are written, in the same transaction (the host's own writes that go
-        with them)."""
-        self._core.writer.hold(then)
-
-    def write_held(self) -> None:
-        """Write the messages held since :meth:`hold_writes` (inside the store's ``atomic()``
-        when the caller has more to commit with them)."""
-        self._core.writer.write_held()
 
     @property
     def stored_head(self) -> tuple[int, int]:

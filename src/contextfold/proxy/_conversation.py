@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from functools import partial
 
 from contextfold.engine import ContextEngine, PreparedRequest, Session
 from contextfold.errors import ConcurrentWriteError, ContextOverflowError, SessionNotFoundError
@@ -74,14 +73,8 @@ class Conversation:
         kept: KeptSessions | None = None,
         breaker: Breaker | None = None,
         recent_heads: RecentHeads | None = None,
-        hold_writes: bool = False,
     ) -> None:
         self.engine = engine
-        self.hold_writes = hold_writes
-        """Hold the writes of a continued session's new turn until :meth:`write_held` (the
-        exchange makes them while the upstream works on the request)."""
-        self._held_records: list[Callable[[], None]] | None = None
-        """The prefixes to record once the held messages are written."""
         self.breaker = breaker
         self.kept = kept
         self.claimed: set[str] = set()
@@ -133,9 +126,6 @@ class Conversation:
     def _open(self) -> Session:
         # One transaction: a crash leaves the session as it was, or with the turn appended and
         # its head recorded; a new session (or fork) is not seen by anyone until it is whole.
-        # A continued session's turn may be held (hold_writes): then the session writes it,
-        # with the prefixes, in one transaction of its own (see write_held).
-        self._held_records = None
         with self.store.atomic():
             found = self._locate()
             if found is None:
@@ -145,8 +135,6 @@ class Conversation:
             else:
                 session_id, start, stored_head = found
                 session = self._resume(session_id, stored_head)
-                if self.hold_writes:
-                    self._hold(session)
             self._append(session, start)
             self.appended = len(self.heads) - start
         self.session = session
@@ -172,45 +160,8 @@ class Conversation:
             self.store.release_session(self.claimed.pop())
 
     def _record(self, session: Session, messages: int, *, only_new: bool = False) -> None:
-        """Note that ``session``, as it now stands, holds the client's first ``messages``
-        (once its held messages are written, while it holds them)."""
-        record = partial(
-            self.history.record, session.id, messages, session.stored_head[0], only_new=only_new
-        )
-        if self._held_records is not None:
-            self._held_records.append(record)
-        else:
-            record()
-
-    def _hold(self, session: Session) -> None:
-        """Hold the session's appends, and the prefixes recorded with them, until the session
-        writes them: at :meth:`write_held`, or first thing in any other write it makes (a
-        compaction in :meth:`prepare`), in one transaction either way, as :meth:`_open`'s."""
-        records: list[Callable[[], None]] = []
-        self._held_records = records
-
-        def written() -> None:
-            if self._held_records is records:
-                self._held_records = None
-            for record in records:
-                record()
-
-        session.hold_writes(then=written)
-
-    def write_held(self) -> None:
-        """Write what :meth:`open` held (nothing when nothing is held). The forwarded request
-        does not depend on it: the session's messages are in memory, counted as stored. Every
-        later step of the request comes after it (the reply is recorded after the turn it
-        answers, in the same order as without the hold), so a reply the client received was
-        stored with its turn; a crash before it finishes leaves the session as it was, as a
-        crash before :meth:`open`'s commit did."""
-        if self.holds:
-            self.current.write_held()
-
-    @property
-    def holds(self) -> bool:
-        """Whether :meth:`open` held writes that are not made yet."""
-        return self.session is not None and self._held_records is not None
+        """Note that ``session``, as it now stands, holds the client's first ``messages``."""
+        self.history.record(session.id, messages, session.stored_head[0], only_new=only_new)
 
     def _resume(self, session_id: str, stored_head: tuple[int, int]) -> Session:
         """The session as it stood when it was located; ``ConcurrentWriteError`` when another

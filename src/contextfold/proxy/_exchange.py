@@ -260,7 +260,6 @@ class Exchange:
             kept=made.kept,
             breaker=made.breaker,
             recent_heads=self.state.heads,
-            hold_writes=True,
         )
         response: Response | None = None
         try:
@@ -271,11 +270,6 @@ class Exchange:
             await anyio.to_thread.run_sync(conversation.abandon)
             raise
         finally:
-            if conversation.holds:
-                # Over before the upstream was called (cancelled): the turn is stored, as it
-                # was when it was not held.
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(conversation.write_held)
             if not isinstance(response, StreamingResponse):  # a stream frees them as it ends
                 await _end(conversation)
 
@@ -284,7 +278,7 @@ class Exchange:
         writer = self.writer = self.client_side.writer(self.client, self.client.model)
         flow = self._flow(conversation)
         body = await anyio.to_thread.run_sync(next, flow)
-        response = await self._call(flow, body, writing=conversation)
+        response = await self._call(flow, body)
         relay = _Relay(writer, ENGINE_TOOL_NAMES if conversation.engine_tools else ())
         if self.client.stream:
             # Sent before the reply exists: the session was claimed in the store when it was
@@ -312,15 +306,9 @@ class Exchange:
 
     def _flow(self, conversation: Conversation) -> Step:
         """The rounds of this request: yields each upstream body, receives what came of it."""
+        self._begin(conversation)
         rounds = 0
-        try:
-            self._begin(conversation)
-            body = self._body_for(conversation, rounds)
-        except BaseException:
-            # Refused before the upstream is called: the turn is stored, as it was when it was
-            # not held (nothing is held when the open itself failed).
-            conversation.write_held()
-            raise
+        body = self._body_for(conversation, rounds)
         recovered = False
         while True:
             outcome = yield body
@@ -492,18 +480,11 @@ class Exchange:
 
     # -- the upstream ----------------------------------------------------------------------------
 
-    async def _call(
-        self, flow: Step, body: dict[str, Any], *, writing: Conversation | None = None
-    ) -> httpx.Response:
+    async def _call(self, flow: Step, body: dict[str, Any]) -> httpx.Response:
         """The upstream's response (its body not read yet). An overflow goes to the flow, which
-        answers with a smaller request or gives up. ``writing``: its held writes are made while
-        the first request is sent and answered (see :meth:`_send_writing`)."""
+        answers with a smaller request or gives up."""
         while True:
-            if writing is not None:
-                response = await self._send_writing(body, writing)
-                writing = None
-            else:
-                response = await self._send(body)
+            response = await self._send(body)
             if response.status_code < 400:
                 return response
             raw = await response.aread()
@@ -520,41 +501,6 @@ class Exchange:
             if step is None:  # a flow always answers an overflow with a body, or gives up
                 raise UpstreamRefused(response, raw, error)
             body = step
-
-    async def _send_writing(
-        self, body: Mapping[str, Any], conversation: Conversation
-    ) -> httpx.Response:
-        """:meth:`_send`, while a worker thread writes what the conversation held (its turn and
-        prefixes: :meth:`Conversation.write_held`). The request does not depend on them, and
-        the upstream, a model, takes far longer than they do. Both are over when this returns,
-        however it ends (a cancelled wait still waits for the thread): every later step of the
-        flow, the recording of the reply first, comes after the writes."""
-        if not conversation.holds:
-            return await self._send(body)  # no hop for nothing (a new session's turn)
-        failed: list[Exception] = []
-
-        async def write() -> None:
-            try:
-                await anyio.to_thread.run_sync(conversation.write_held)
-            except Exception as exc:  # raised below, after the send is over too
-                failed.append(exc)
-
-        sent: httpx.Response | None = None
-        refused: Exception | None = None
-        async with anyio.create_task_group() as group:
-            group.start_soon(write)
-            try:
-                sent = await self._send(body)
-            except Exception as exc:  # raised once the writes are over
-                refused = exc
-        if failed:
-            if sent is not None:
-                await sent.aclose()
-            raise failed[0]
-        if refused is not None:
-            raise refused
-        assert sent is not None
-        return sent
 
     async def _send(self, body: Mapping[str, Any]) -> httpx.Response:
         state = self.state
