@@ -281,33 +281,14 @@ def test_an_output_ref_is_its_content_digest_however_often_asked(
             assert output_ref(result) == (ref or blob_info(content).ref)
 
 
-def _identifiers_scanned_first(text: str) -> tuple[str, ...]:
-    """The identifiers of ``text`` as first written: the text was scanned for secrets before
-    the redactor was asked (issue 28 asks the redactor, which remembers what it redacted)."""
-    from contextfold.redaction.redactor import might_hold_secret, redact_text
-    from contextfold.retention.ledger import (
-        _TRAILING,
-        MAX_IDENTIFIERS_PER_MESSAGE,
-        REF_PATTERN,
-        _clip,
-        _identifier_matches,
-    )
-
-    found: list[str] = []
-    for match in _identifier_matches(redact_text(text) if might_hold_secret(text) else text):
-        word = match.rstrip(_TRAILING)
-        if REF_PATTERN.fullmatch(word) or redact_text(word) != word:
-            continue
-        found.append(_clip(word))
-        if len(found) >= MAX_IDENTIFIERS_PER_MESSAGE:
-            break
-    return tuple(found)
-
-
 def test_identifiers_are_those_read_after_a_scan_for_secrets() -> None:
+    """The ledger reads a text's identifiers from ``redact_text(text)``; it first asked
+    ``might_hold_secret`` and read a text no rule can match as it was (issue 28: the redactor
+    remembers what it redacted, the scan cost two passes). Same identifiers: the redactor gives
+    such a text back unchanged."""
     from benchmarks.ordinary_texts import ordinary_texts
     from benchmarks.secret_corpus import secret_samples
-    from contextfold.retention.ledger import _text_identifiers
+    from contextfold.redaction.redactor import might_hold_secret, redact_text
 
     rng = random.Random(28)
     texts = [s.text for s in secret_samples(seed=28, per_format=3)]
@@ -318,5 +299,7 @@ def test_identifiers_are_those_read_after_a_scan_for_secrets() -> None:
     ]
     # Secrets among identifiers, as a tool output shows them (the whole text is redacted).
     texts += [f"host db.internal:5432 {t} ses_01hx9c7kq2zv8b {t}" for t in texts[:40]]
-    for text in texts:
-        assert _text_identifiers.__wrapped__(text) == _identifiers_scanned_first(text), text
+    clean = [text for text in texts if not might_hold_secret(text)]
+    assert len(clean) > 500  # the case the scan short-cut (788 of 2,429)
+    for text in clean:
+        assert redact_text(text) == text, text
