@@ -83,5 +83,10 @@ def test_the_readme_local_model_quick_start_works(tmp_path: Path) -> None:
         assert "Traceback" not in result.stderr
     finally:
         server.send_signal(signal.SIGINT)  # Ctrl-C
-        status = server.wait(timeout=60)
+        try:
+            status = server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()  # not left running (with its model loaded) after the test
+            server.wait()
+            raise
     assert status == 130
