@@ -331,6 +331,10 @@ class Bucket:
     """Own CPU seconds per steady turn by function, under cProfile (after the timed turns)."""
     slow: list[str] = field(default_factory=list)
     """Where the slowest profiled steady turns spent their time, one line each."""
+    compaction_steps: dict[str, float] = field(default_factory=dict)
+    """Cumulative CPU seconds per compaction turn in each step of :data:`COMPACTION_STEPS`,
+    and in the whole ``prepare()`` (key ``""``), under cProfile (after the timed turns)."""
+    compaction_profiled: int = 0
 
     def record(self, timed: Timed) -> None:
         """One measured turn of the engine: its CPU seconds, GC and floor seconds, view."""
@@ -487,6 +491,7 @@ def run(
                     break
             # Profiled turns come after the timed ones: the profiler would distort the timing.
             stats: pstats.Stats | None = None
+            compactions: pstats.Stats | None = None
             profiled: list[tuple[float, cProfile.Profile]] = []
             for _ in range(QUICK_PROFILE_TURNS if quick else measured_turns(bucket.history)):
                 number, turn = next(stream)
@@ -498,7 +503,13 @@ def run(
                 if not is_compaction(timed.request):
                     profiled.append((timed.spent, profiler))
                     stats = pstats.Stats(profiler) if stats is None else stats.add(profiler)
+                else:
+                    bucket.compaction_profiled += 1
+                    compactions = (
+                        pstats.Stats(profiler) if compactions is None else compactions.add(profiler)
+                    )
             bucket.profile = _own_times(stats, len(profiled))
+            bucket.compaction_steps = _step_times(compactions, bucket.compaction_profiled)
             profiled.sort(key=lambda item: item[0], reverse=True)
             slowest = profiled[: max(1, len(profiled) // 100)]
             bucket.slow = [_breakdown(spent, profiler) for spent, profiler in slowest]
@@ -519,6 +530,65 @@ def _own_times(stats: pstats.Stats | None, turns: int) -> dict[str, float]:
         where = f"{Path(path).name}:{line}({name})" if line else name
         out[where] = out.get(where, 0.0) + own / turns
     return out
+
+
+COMPACTION_STEPS: tuple[tuple[str, str, str], ...] = (
+    ("_turn.py", "prepare", ""),
+    ("_state.py", "accounted", "the ledger and the loss report (`TurnState.accounted`)"),
+    (
+        "_fact_index.py",
+        "hold",
+        "of it, searching new texts for every known fact (`FactIndex.hold`)",
+    ),
+    ("pipeline.py", "compact", "the strategies (`Compactor.compact`)"),
+    ("_compact.py", "_take_edits", "the new view, its edits and snapshot (`_take_edits`)"),
+    ("_writer.py", "save_state", "the state (`save_state`)"),
+    ("_core.py", "emit", "events, stored (`emit`)"),
+)
+"""The steps of a compaction turn whose share the benchmark reports: (file, function, what)."""
+
+
+def _step_times(stats: pstats.Stats | None, turns: int) -> dict[str, float]:
+    """Cumulative seconds per turn of each of :data:`COMPACTION_STEPS` (none recurses)."""
+    if stats is None or not turns:
+        return {}
+    table: dict[tuple[str, int, str], tuple[int, int, float, float, Any]] = stats.stats  # type: ignore[attr-defined]
+    out: dict[str, float] = {}
+    for path, name, what in COMPACTION_STEPS:
+        out[what] = sum(
+            cumulative / turns
+            for (file, _, function), (_, _, _, cumulative, _) in table.items()
+            if function == name and Path(file).name == path
+        )
+    return out
+
+
+def _compaction_diagnosis(bucket: Bucket, totals: Totals | None = None) -> str:
+    """Where a compaction turn's time goes at ``bucket`` (cProfile shares of ``prepare()``),
+    and with ``totals``, how many steady turns one compaction turn costs."""
+    steps = bucket.compaction_steps
+    whole = steps.get("", 0.0)
+    lines: list[str] = []
+    if totals is not None and totals.compaction_turns and totals.steady_turns:
+        each = totals.compaction / totals.compaction_turns
+        steady = totals.steady / totals.steady_turns
+        lines.append(
+            f"one compaction turn ({each * 1000:.1f} ms on average) costs as much as "
+            f"{each / steady:.0f} steady turns ({steady * 1000:.2f} ms), and one turn in "
+            f"{(totals.steady_turns + totals.compaction_turns) / totals.compaction_turns:.0f} "
+            "compacts"
+        )
+    if not whole:
+        return "; ".join(lines) or "no compaction turn was profiled there"
+    shares = ", ".join(
+        f"{what} {seconds / whole:.0%}" for what, seconds in steps.items() if what and seconds
+    )
+    lines.append(
+        f"under cProfile ({bucket.compaction_profiled} compaction "
+        f"turn{'' if bucket.compaction_profiled == 1 else 's'} at "
+        f"{bucket.history:,} messages), a compaction turn's time goes to: {shares}"
+    )
+    return "; ".join(lines)
 
 
 def _breakdown(spent: float, profiler: cProfile.Profile) -> str:
@@ -737,6 +807,7 @@ def judge(
             if at.compaction
             else "no compaction turn was timed there",
             bool(at.compaction) and share <= 0.25,
+            held_back="" if at.compaction and share <= 0.25 else _compaction_diagnosis(at),
         ),
         target(
             "engine overhead",
@@ -744,6 +815,9 @@ def judge(
             f"{totals.compaction:.2f} s in {totals.compaction_turns:,} compaction turns, "
             f"{totals.steady:.2f} s in {totals.steady_turns:,} steady turns",
             totals.compaction <= totals.steady,
+            held_back=""
+            if totals.compaction <= totals.steady
+            else _compaction_diagnosis(at, totals),
         ),
         target(
             "engine overhead",
