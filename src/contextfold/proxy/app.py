@@ -14,6 +14,7 @@ from typing import Any
 import anyio.to_thread
 import httpx
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
@@ -32,8 +33,10 @@ from contextfold.proxy._codex_compaction import (
 from contextfold.proxy._engines import Engines, ProxyStore
 from contextfold.proxy._exchange import (
     SESSION_HEADER,
+    CountedRequests,
     Exchange,
     ProxyState,
+    Serving,
     UpstreamRefused,
     WireSide,
     client_error,
@@ -46,7 +49,7 @@ from contextfold.proxy._request_json import ResentBodies, known_messages, read_j
 from contextfold.proxy._wire import PROTOCOL_OPTIONS, ClientError, ClientRequest, ProtocolName
 from contextfold.proxy.config import ProxyConfig
 from contextfold.proxy.sessions import proxied_sessions
-from contextfold.store import open_store
+from contextfold.store import SQLiteStore, open_store
 
 __all__ = ["AUTH_HEADER", "app_from_environment", "create_app", "log_to"]
 
@@ -180,6 +183,7 @@ def create_app(
     """
     holder: dict[str, ProxyState] = {}
     seals: dict[str, CompactionSeal] = {}
+    serving = Serving()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -193,7 +197,15 @@ def create_app(
         async with httpx.AsyncClient(
             timeout=timeout, limits=limits, transport=upstream_transport, cookies=_no_cookies()
         ) as http:
-            state = ProxyState(config, store, Engines(config, store), http, config.salt())
+            state = ProxyState(
+                config,
+                store,
+                Engines(config, store),
+                http,
+                config.salt(),
+                local_store=isinstance(store, SQLiteStore),
+                serving=serving,
+            )
             holder["state"] = state
             seals["seal"] = CompactionSeal(state.salt)
             try:
@@ -518,7 +530,10 @@ def create_app(
         Route("/", guarded("openai", health), methods=["GET", "HEAD"]),
         Route("/{path:path}", guarded("openai", unknown), methods=_ANY_METHOD),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    # Counted from the outside in: the count decides whether a request's engine work hops to a
+    # worker thread (see ``off_loop``).
+    middleware = [Middleware(CountedRequests, serving=serving)]
+    return Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
 
 
 _ANY_METHOD = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
