@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import random
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -24,6 +23,7 @@ from contextfold.engine._economics import (
     MIN_HORIZON_TURNS,
     TRIGGER_CANDIDATES,
     CachePrices,
+    EarlyQuestion,
     Pace,
     PaceTracker,
     Plan,
@@ -130,9 +130,7 @@ def test_compacting_early_pays_in_a_roomy_window_and_not_in_a_tight_one() -> Non
     pace = Pace(40, 470)
 
     def saving(tokens: float, plan: Plan) -> float:
-        return early_compaction_saving(
-            tokens=tokens, kept_prefix=1_500, warm=True, pace=pace, plan=plan, prices=PRICES
-        )
+        return early_compaction_saving(EarlyQuestion(tokens, 1_500, True, pace, plan, PRICES))
 
     assert saving(40_000, roomy) > 0
     assert saving(16_000, tight) < 0
@@ -304,11 +302,11 @@ def _reference_odds(ran: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
     return (0.0, *itertools.accumulate(each)), (0.0, *moments)
 
 
-def _reference_saving(
-    *, tokens: float, kept_prefix: float, warm: bool, pace: Pace, plan: Plan, prices: CachePrices
-) -> float:
+def _reference_saving(question: EarlyQuestion) -> float:
     """``early_compaction_saving`` as first written: every later policy played, the cheapest
     taken."""
+    tokens, kept_prefix, warm = question.tokens, question.kept_prefix, question.warm
+    pace, plan, prices = question.pace, question.plan, question.prices
 
     def policy(trigger: float) -> float:
         at = Plan(upper=trigger, floor=plan.floor, summary=plan.summary)
@@ -341,7 +339,7 @@ _TOKENS = st.floats(0, 400_000, allow_nan=False)
 
 
 @st.composite
-def _schedule_questions(draw: st.DrawFn) -> dict[str, object]:
+def _schedule_questions(draw: st.DrawFn) -> EarlyQuestion:
     """What the schedule asks: a size under or past the threshold, a floor above or below it,
     paces from none to one compaction a turn, prices with and without a write surcharge, and a
     margin near the saving (the case an early exit could get wrong)."""
@@ -349,46 +347,46 @@ def _schedule_questions(draw: st.DrawFn) -> dict[str, object]:
     plan = Plan(upper, draw(st.floats(0, 1.2 * upper)), draw(st.floats(0, 20_000)))
     growth = draw(st.one_of(st.just(0.0), st.floats(0, 30_000), st.just(upper / 7)))
     prices = draw(st.sampled_from([PRICES, CachePrices.for_model(ModelInfo("x", 8_000))]))
-    return {
-        "tokens": draw(st.one_of(st.floats(0, 1.1 * upper), st.just(plan.floor))),
-        "kept_prefix": draw(_TOKENS),
-        "warm": draw(st.booleans()),
-        "pace": Pace(draw(st.integers(0, 100_000)), growth),
-        "plan": plan,
-        "prices": prices,
-    }
+    return EarlyQuestion(
+        tokens=draw(st.one_of(st.floats(0, 1.1 * upper), st.just(plan.floor))),
+        kept_prefix=draw(_TOKENS),
+        warm=draw(st.booleans()),
+        pace=Pace(draw(st.integers(0, 100_000)), growth),
+        plan=plan,
+        prices=prices,
+    )
 
 
 @settings(max_examples=400, deadline=None)
 @given(_schedule_questions(), st.floats(-2, 2), st.booleans())
 def test_the_quick_decision_is_the_full_computations(
-    question: dict[str, Any], scale: float, at_the_saving: bool
+    question: EarlyQuestion, scale: float, at_the_saving: bool
 ) -> None:
     """``early_compaction_pays`` stops at the first later policy that says no: it answers as
     the saving computed in full compared with the margin, for margins at the saving itself,
     around it and at the schedule's own; and the saving is the reference's to the last bit."""
-    saving = early_compaction_saving(**question)
-    assert saving == _reference_saving(**question)
-    margins = [_needed(question["tokens"], question["plan"], question["prices"]), saving]
+    saving = early_compaction_saving(question)
+    assert saving == _reference_saving(question)
+    margins = [_needed(question.tokens, question.plan, question.prices), saving]
     margins.append(saving * (1 + scale * 1e-12) if at_the_saving else saving + scale * 1e-3)
     for needed in margins:
-        assert early_compaction_pays(**question, needed=needed) == (saving > needed)
+        assert early_compaction_pays(question, needed) == (saving > needed)
 
 
 @settings(max_examples=300, deadline=None)
 @given(_schedule_questions(), st.floats(-2, 2), st.booleans())
 def test_the_decision_in_closed_form_is_the_tables_or_none(
-    question: dict[str, Any], scale: float, at_the_saving: bool
+    question: EarlyQuestion, scale: float, at_the_saving: bool
 ) -> None:
     """The plays summed in closed form answer as the table does, or leave it to the table when
     a difference lies within their bounds; the schedule's own margin is answered."""
-    saving = early_compaction_saving(**question)
-    if (question["plan"].upper - question["tokens"]) / TRIGGER_CANDIDATES <= 0:
+    saving = early_compaction_saving(question)
+    if (question.plan.upper - question.tokens) / TRIGGER_CANDIDATES <= 0:
         return
-    margins = [_needed(question["tokens"], question["plan"], question["prices"]), saving]
+    margins = [_needed(question.tokens, question.plan, question.prices), saving]
     margins.append(saving * (1 + scale * 1e-12) if at_the_saving else saving + scale * 1e-3)
     for needed in margins:
-        answer = _economics._pays_in_form(*question.values(), needed)
+        answer = _economics._pays_in_form(question, needed)
         assert answer is None or answer == (saving > needed)
 
 
@@ -416,18 +414,11 @@ def test_the_closed_form_settles_the_schedules_questions_on_a_long_session() -> 
     closed form answers without the table, both ways."""
     answers = set()
     for turns, tokens in itertools.product([40, 400, 4_000, 40_000], [30_000, 50_000, 70_000]):
-        question: dict[str, Any] = {
-            "tokens": tokens,
-            "kept_prefix": 2_000.0,
-            "warm": True,
-            "pace": Pace(turns, 400.0),
-            "plan": PLAN,
-            "prices": PRICES,
-        }
+        question = EarlyQuestion(tokens, 2_000.0, True, Pace(turns, 400.0), PLAN, PRICES)
         needed = _needed(tokens, PLAN, PRICES)
-        answer = _economics._pays_in_form(*question.values(), needed)
+        answer = _economics._pays_in_form(question, needed)
         assert answer is not None
-        assert answer == (early_compaction_saving(**question) > needed)
+        assert answer == (early_compaction_saving(question) > needed)
         answers.add(answer)
     assert answers == {True, False}
 
@@ -446,9 +437,9 @@ def test_the_schedule_decides_as_the_full_computation_on_a_real_transcript(
             break
     answers: list[bool] = []
 
-    def checked(*, needed: float, **question: Any) -> bool:
-        answer = early_compaction_pays(**question, needed=needed)
-        assert answer == (_reference_saving(**question) > needed)
+    def checked(question: EarlyQuestion, needed: float) -> bool:
+        answer = early_compaction_pays(question, needed)
+        assert answer == (_reference_saving(question) > needed)
         answers.append(answer)
         return answer
 

@@ -35,6 +35,7 @@ __all__ = [
     "ANTHROPIC_WRITE_SHARE",
     "NOMINAL_INPUT_PRICE",
     "CachePrices",
+    "EarlyQuestion",
     "Pace",
     "PaceTracker",
     "Plan",
@@ -413,18 +414,24 @@ TRIGGER_CANDIDATES = 6
 against."""
 
 
-def early_compaction_saving(
-    *,
-    tokens: float,
-    kept_prefix: float,
-    warm: bool,
-    pace: Pace,
-    plan: Plan,
-    prices: CachePrices,
-) -> float:
-    """Dollars saved by making ``tokens`` the size at which the session compacts, starting
-    now, rather than the best later size up to the upper threshold (negative: a later one is
-    cheaper).
+@dataclass(frozen=True, slots=True)
+class EarlyQuestion:
+    """What the schedule asks before compacting early: the view is ``tokens`` now, its first
+    ``kept_prefix`` tokens survive a compaction (still cached when ``warm``), it grows at
+    ``pace`` toward ``plan``, at the session model's ``prices``."""
+
+    tokens: float
+    kept_prefix: float
+    warm: bool
+    pace: Pace
+    plan: Plan
+    prices: CachePrices
+
+
+def early_compaction_saving(question: EarlyQuestion) -> float:
+    """Dollars saved by making the current size (``question.tokens``) the one at which the
+    session compacts, starting now, rather than the best later size up to the upper threshold
+    (negative: a later one is cheaper).
 
     Each candidate is a policy played forward consistently: compact whenever the view reaches
     that size, down to the floor. Weighing one early compaction against compactions at the
@@ -432,9 +439,9 @@ def early_compaction_saving(
     compact early again: a smaller view costs less per request, but the compactions that keep
     it small come more often, each paying its summary and a re-written cache.
     """
-    policies = _policy_costs(tokens, kept_prefix, warm, pace, plan, prices, _Odds.of)
+    policies = _policy_costs(question, _Odds.of)
     now, _ = next(policies)
-    if (plan.upper - tokens) / TRIGGER_CANDIDATES <= 0:
+    if (question.plan.upper - question.tokens) / TRIGGER_CANDIDATES <= 0:
         return 0.0
     return min(cost for cost, _ in policies) - now
 
@@ -445,16 +452,7 @@ many turns to grow from the floor to the current size (a play then has at most 2
 each a logarithm: fewer operations than the odds table)."""
 
 
-def early_compaction_pays(
-    *,
-    tokens: float,
-    kept_prefix: float,
-    warm: bool,
-    pace: Pace,
-    plan: Plan,
-    prices: CachePrices,
-    needed: float,
-) -> bool:
+def early_compaction_pays(question: EarlyQuestion, needed: float) -> bool:
     """Whether :func:`early_compaction_saving` with these figures is above ``needed``.
 
     The same decision, reached sooner: the saving is the cheapest later policy's cost less
@@ -470,29 +468,22 @@ def early_compaction_pays(
     policy's answer as the table would; one within them (or a question whose plays would have
     many short stretches) is answered with the table.
     """
-    if (plan.upper - tokens) / TRIGGER_CANDIDATES <= 0:
+    plan = question.plan
+    if (plan.upper - question.tokens) / TRIGGER_CANDIDATES <= 0:
         return needed < 0.0
-    if (tokens - plan.floor) >= FORM_STRETCH_TURNS * max(pace.growth, 1.0):
-        answer = _pays_in_form(tokens, kept_prefix, warm, pace, plan, prices, needed)
+    if (question.tokens - plan.floor) >= FORM_STRETCH_TURNS * max(question.pace.growth, 1.0):
+        answer = _pays_in_form(question, needed)
         if answer is not None:
             return answer
-    policies = _policy_costs(tokens, kept_prefix, warm, pace, plan, prices, _Odds.of)
+    policies = _policy_costs(question, _Odds.of)
     now, _ = next(policies)
     return all(later - now > needed for later, _ in policies)
 
 
-def _pays_in_form(
-    tokens: float,
-    kept_prefix: float,
-    warm: bool,
-    pace: Pace,
-    plan: Plan,
-    prices: CachePrices,
-    needed: float,
-) -> bool | None:
+def _pays_in_form(question: EarlyQuestion, needed: float) -> bool | None:
     """:func:`early_compaction_pays` with the plays in closed form, or ``None`` when a
     difference lies too near ``needed`` for their bounds to settle it."""
-    policies = _policy_costs(tokens, kept_prefix, warm, pace, plan, prices, _OddsForm)
+    policies = _policy_costs(question, _OddsForm)
     now, now_odds = next(policies)
     now_bound = cast(_OddsForm, now_odds).bound()
     # A real difference above needed * (1 + 2 units) rounds to a float above ``needed``; one
@@ -510,17 +501,13 @@ def _pays_in_form(
 
 
 def _policy_costs(
-    tokens: float,
-    kept_prefix: float,
-    warm: bool,
-    pace: Pace,
-    plan: Plan,
-    prices: CachePrices,
-    odds: Callable[[int], _Odds | _OddsForm],
+    question: EarlyQuestion, odds: Callable[[int], _Odds | _OddsForm]
 ) -> Iterator[tuple[float, _Odds | _OddsForm]]:
     """The play-forward cost of compacting at ``tokens`` from now on, then of each later
     trigger, spread up to the upper threshold nearest first, played as they are asked for;
     each with the odds it was summed with (``odds``: made for each play)."""
+    tokens, plan, pace, prices = question.tokens, question.plan, question.pace, question.prices
+    kept = question.kept_prefix if question.warm else 0.0
     ran = _ran(pace)
 
     def policy(trigger: float) -> tuple[float, _Odds | _OddsForm]:
@@ -528,9 +515,9 @@ def _policy_costs(
         summed = odds(ran)
         if tokens >= trigger:
             first = prices.summary(tokens - plan.floor + plan.summary)
-            first += prices.request(plan.floor, kept_prefix if warm else 0.0)
+            first += prices.request(plan.floor, kept)
             return _play(plan.floor, first, pace, at, prices, summed), summed
-        first = prices.request(tokens, tokens if warm else 0.0)
+        first = prices.request(tokens, tokens if question.warm else 0.0)
         return _play(tokens, first, pace, at, prices, summed), summed
 
     yield policy(tokens)

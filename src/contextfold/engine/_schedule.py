@@ -21,6 +21,7 @@ from contextfold.compaction import CompactResult
 from contextfold.engine._core import SessionCore
 from contextfold.engine._economics import (
     CachePrices,
+    EarlyQuestion,
     Plan,
     Settlement,
     early_compaction_pays,
@@ -116,15 +117,8 @@ def compacts_early(core: SessionCore, state: TurnState, m: Measurement) -> bool:
         return False  # it would free less than a compaction must: not worth a cache break
     cache = prices(core)
     one = cache.summary(m.tokens - plan.floor + plan.summary) + cache.request(plan.floor, 0)
-    if early_compaction_pays(
-        tokens=m.tokens,
-        kept_prefix=m.fixed_tokens,
-        warm=warm,
-        pace=pace.pace,
-        plan=plan,
-        prices=cache,
-        needed=EARLY_MARGIN * one,
-    ):
+    question = EarlyQuestion(m.tokens, m.fixed_tokens, warm, pace.pace, plan, cache)
+    if early_compaction_pays(question, EARLY_MARGIN * one):
         return True
     pace.recheck_at = recheck
     return False
