@@ -23,6 +23,13 @@ The histories the peers see hold the tool outputs as the agent produced them. Bo
 timed on every measured turn (trim_messages on a sample at the largest histories, where one call
 costs close to a second).
 
+Side by side: the steady turns are timed a second time, one turn at each history length in
+turn (:func:`side_by_side`: a session held at each length, the short ones in fresh sessions).
+Timed one length after another, each length meets the machine at a different moment (its load,
+the other work on its cores): on a shared machine, a young session timed in the first minute and
+a grown one timed later differed by 1.5-2x, while the same sessions timed turn about differed by
+under 1.1x. The flatness target reads the side-by-side turns.
+
 Garbage collection: Python's cyclic collector runs when allocations pile up, inside whichever
 call happens to allocate; its passes over the older generations cost more as the process holds
 more objects. The time each turn spent in collections is recorded (``gc.callbacks``), so the
@@ -42,7 +49,7 @@ Targets (issue 28), each a ratio within this run:
 - steady ``prepare()`` at 10k messages: p50 at most 2x the render floor, and at least 2x faster
   than ``SummarizationMiddleware.before_model`` on the same history;
 - steady p99 flat in history length: max/min at most 1.5 over the history lengths, garbage
-  collection included;
+  collection included, timed side by side;
 - a compaction turn at 10k messages at most 25 % of one ``trim_messages`` call on the same
   history (p50);
 - over the whole run, compaction turns cost no more in total than steady turns;
@@ -67,7 +74,7 @@ import tempfile
 import time
 import tracemalloc
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -335,6 +342,11 @@ class Bucket:
     """Cumulative CPU seconds per compaction turn in each step of :data:`COMPACTION_STEPS`,
     and in the whole ``prepare()`` (key ``""``), under cProfile (after the timed turns)."""
     compaction_profiled: int = 0
+    side: list[float] = field(default_factory=list)
+    """CPU seconds of the steady turns timed side by side with the other history lengths
+    (:func:`side_by_side`), garbage collection included."""
+    side_gc: list[float] = field(default_factory=list)
+    """CPU seconds of garbage collection inside each of ``side`` (same order)."""
 
     def record(self, timed: Timed) -> None:
         """One measured turn of the engine: its CPU seconds, GC and floor seconds, view."""
@@ -423,28 +435,88 @@ def is_compaction(request: PreparedRequest) -> bool:
     return request.compaction is not None
 
 
+def grown_session(
+    folder: Path, history: int, turns: list[Turn], start: int = 0
+) -> tuple[ContextEngine, Session, Iterator[tuple[int, Turn]]]:
+    """A new session in ``folder`` grown to ``history`` messages with the corpus's turns from
+    ``start`` on, and the turns that follow."""
+    folder.mkdir(parents=True, exist_ok=True)
+    engine = open_engine(folder)
+    session = engine.new_session(title=f"engine overhead at {history:,} messages")
+    session.add_user(TASK)
+    stream = endless(turns[start:] + turns[:start])
+    count = 1
+    while count < history:
+        number, turn = next(stream)
+        agent_turn(session, number, turn)
+        count += 1 + len(turn.outputs)
+    return engine, session, stream
+
+
+def lane(
+    folder: Path,
+    history: int,
+    turns: list[Turn],
+    sessions: int,
+    clock: GcClock | None = None,
+) -> Generator[Timed, None, None]:
+    """Timed turns of sessions held near ``history`` messages: ``sessions`` new sessions, each
+    grown to it from its own place in the corpus, :func:`measured_turns` turns each, one after
+    another (the last one goes on as long as it is asked)."""
+    for k in range(sessions):
+        engine, session, stream = grown_session(
+            folder / f"{history}-{k}", history, turns, (k + 1) * len(turns) // (sessions + 1)
+        )
+        try:
+            for taken, (number, turn) in enumerate(stream):
+                if taken >= measured_turns(history) and k < sessions - 1:
+                    break
+                yield agent_turn(session, number, turn, clock)
+        finally:
+            engine.close()
+
+
 def small_sessions(bucket: Bucket, turns: list[Turn], sessions: int) -> None:
     """Time ``sessions`` more fresh sessions at ``bucket``'s history length (each from its own
     place in the corpus), adding their steady and compaction turns to ``bucket``."""
-    for k in range(sessions):
-        start = (k + 1) * len(turns) // (sessions + 1)
-        rotated = turns[start:] + turns[:start]
-        with tempfile.TemporaryDirectory() as folder, GcClock() as clock:
-            engine = open_engine(Path(folder))
-            session = engine.new_session(title=f"engine overhead, small session {k}")
-            session.add_user(TASK)
-            history, measured = 1, 0
-            for number, turn in endless(rotated):
-                in_bucket = history >= bucket.history
-                timed = agent_turn(session, number, turn, clock)
-                history += 1 + len(turn.outputs)
-                if not in_bucket:
-                    continue
-                bucket.record(timed)
-                measured += 1
-                if measured >= measured_turns(bucket.history):
-                    break
-            engine.close()
+    with tempfile.TemporaryDirectory() as folder, GcClock() as clock:
+        timed = lane(Path(folder), bucket.history, turns, sessions, clock)
+        for turn in itertools.islice(timed, sessions * measured_turns(bucket.history)):
+            bucket.record(turn)
+        timed.close()
+
+
+def side_by_side(
+    buckets: list[Bucket],
+    turns: list[Turn],
+    grown: Generator[Timed, None, None],
+    folder: Path,
+    clock: GcClock,
+    quick: bool = False,
+) -> None:
+    """Time steady turns at every history length again, one turn at each in turn, into each
+    bucket's ``side``: taken one length after another, each length's turns meet the machine at
+    a different moment (its load, the other work on its cores), and the p99s compared across
+    lengths would carry that drift; side by side, every length meets the same moments. The
+    last length's turns are ``grown``'s (the session :func:`run` grew); each other length gets
+    a session of its own, grown to it, and the short ones fresh sessions as they grow past
+    (:func:`lane`)."""
+    lanes = [
+        lane(folder, b.history, turns, SMALL_SESSIONS if b.history <= SMALL_HISTORY else 1, clock)
+        for b in buckets[:-1]
+    ]
+    lanes.append(grown)
+    wanted = QUICK_TURNS if quick else TURNS_PER_HISTORY
+    try:
+        for _ in range(wanted):
+            for bucket, timed_turns in zip(buckets, lanes, strict=True):
+                timed = next(timed_turns)
+                if not is_compaction(timed.request):
+                    bucket.side.append(timed.spent)
+                    bucket.side_gc.append(timed.collected)
+    finally:
+        for timed_turns in lanes:
+            timed_turns.close()
 
 
 def run(
@@ -516,6 +588,8 @@ def run(
             if index == 0 and not quick and bucket.history <= SMALL_HISTORY:
                 small_sessions(bucket, turns, SMALL_SESSIONS - 1)
             print(f"  {history:>7,} messages: {_row(bucket)}", flush=True)
+        grown = (agent_turn(session, number, turn, clock) for number, turn in stream)
+        side_by_side(buckets, turns, grown, Path(folder) / "side", clock, quick)
         engine.close()
     return buckets, totals
 
@@ -648,6 +722,13 @@ def _without_gc(bucket: Bucket) -> list[float]:
     return [spent - gc_time for spent, gc_time in zip(bucket.steady, bucket.steady_gc, strict=True)]
 
 
+def _flat_turns(bucket: Bucket) -> tuple[list[float], list[float]]:
+    """The steady turns the flatness target reads, and their collection times: those timed
+    side by side (:func:`side_by_side`), or where there are none, those timed after the
+    checkpoint."""
+    return (bucket.side, bucket.side_gc) if bucket.side else (bucket.steady, bucket.steady_gc)
+
+
 def _ratio(numerator: float, denominator: float, digits: int = 1) -> str:
     return f"{numerator / denominator:.{digits}f}x" if numerator and denominator else "–"
 
@@ -665,6 +746,7 @@ def _row(bucket: Bucket) -> list[object]:
         _ms(bucket.steady, 50),
         _ms(bucket.steady, 99),
         _ms(_without_gc(bucket), 99),
+        f"{_ms(bucket.side, 50)} / {_ms(bucket.side, 99)}",
         _ms(bucket.floor, 50),
         _ratio(steady, _p50(bucket.floor), 2),
         f"{len(bucket.compaction)}: {_ms(bucket.compaction, 50)} / {_ms(bucket.compaction, 99)}",
@@ -683,6 +765,7 @@ HEADERS = [
     "steady p50 ms",
     "steady p99 ms",
     "steady p99 ms, GC time left out",
+    "steady p50 / p99 ms, side by side",
     "floor p50 ms (rendering the request)",
     "steady ÷ floor (p50)",
     "compaction turns: p50 / p99 ms",
@@ -701,14 +784,17 @@ def _spread(values: Sequence[float]) -> float:
 def _flatness_diagnosis(buckets: list[Bucket]) -> str:
     """What makes the steady p99 differ between history lengths, from this run's measurements:
     the view each checkpoint held, and how much of its slowest turns was garbage collection."""
-    timed = [b for b in buckets if b.steady]
-    low = min(timed, key=lambda b: percentile(b.steady, 99))
-    high = max(timed, key=lambda b: percentile(b.steady, 99))
-    tail = sorted(
-        zip(high.steady, high.steady_gc, strict=True), key=lambda pair: pair[0], reverse=True
-    )[: max(1, len(high.steady) // 100)]
+    timed = [b for b in buckets if _flat_turns(b)[0]]
+    low = min(timed, key=lambda b: percentile(_flat_turns(b)[0], 99))
+    high = max(timed, key=lambda b: percentile(_flat_turns(b)[0], 99))
+    spent, collected = _flat_turns(high)
+    tail = sorted(zip(spent, collected, strict=True), key=lambda pair: pair[0], reverse=True)[
+        : max(1, len(spent) // 100)
+    ]
     with_gc = [g for _, g in tail if g > 0]
-    no_gc = _spread([percentile(_without_gc(b), 99) for b in timed])
+    no_gc = _spread(
+        [percentile([t - g for t, g in zip(*_flat_turns(b), strict=True)], 99) for b in timed]
+    )
     gc_note = (
         f"{len(with_gc)} of its {len(tail)} slowest steady turns ran a garbage collection "
         f"({statistics.mean(with_gc) * 1000:.2f} ms on average)"
@@ -737,12 +823,12 @@ def _flatness_diagnosis(buckets: list[Bucket]) -> str:
         else ""
     )
     return (
-        f"the p99 is highest at {high.history:,} messages ({_ms(high.steady, 99)} ms, view "
+        f"the p99 is highest at {high.history:,} messages ({_ms(spent, 99)} ms, view "
         f"{statistics.median(high.views):,.0f} messages) and lowest at {low.history:,} "
-        f"({_ms(low.steady, 99)} ms, view {statistics.median(low.views):,.0f} messages){slow_note}"
-        f"; steady turns also have parts that walk the whole view, so they follow its size "
-        f"(not the history's){profile_note}; {gc_note}; with collection time left out the "
-        f"spread is {no_gc:.2f}x"
+        f"({_ms(_flat_turns(low)[0], 99)} ms, view {statistics.median(low.views):,.0f} "
+        f"messages){slow_note}; steady turns also have parts that walk the whole view, so they "
+        f"follow its size (not the history's){profile_note}; {gc_note}; with collection time "
+        f"left out the spread is {no_gc:.2f}x"
     )
 
 
@@ -750,9 +836,11 @@ def judge(
     buckets: list[Bucket], totals: Totals, memory_mib: float, memory_at: int
 ) -> tuple[list[dict[str, object]], list[str]]:
     """Scoreboard rows for the targets, and the same verdicts as lines for the section."""
-    p99s = [percentile(b.steady, 99) for b in buckets if b.steady]
+    flat_turns = [_flat_turns(b)[0] for b in buckets if _flat_turns(b)[0]]
+    p99s = [percentile(spent, 99) for spent in flat_turns]
     spread = _spread(p99s)
-    p50s = [percentile(b.steady, 50) * 1000 for b in buckets if b.steady]
+    p50s = [percentile(spent, 50) * 1000 for spent in flat_turns]
+    side = ", timed side by side" if all(b.side for b in buckets) else ""
     at = next((b for b in buckets if b.history == 10_000), buckets[-1])
     where = f"{at.history:,} messages"
     ours, floor = _p50(at.steady), _p50(at.floor)
@@ -793,7 +881,7 @@ def judge(
         target(
             "engine overhead",
             f"steady-turn p99 flat in history length, GC included (max/min ≤ 1.5, "
-            f"{buckets[0].history:,} → {buckets[-1].history:,} messages)",
+            f"{buckets[0].history:,} → {buckets[-1].history:,} messages{side})",
             f"{spread:.2f}x (p99 {min(p99s) * 1000:.2f}–{max(p99s) * 1000:.2f} ms, p50 "
             f"{min(p50s):.2f}–{max(p50s):.2f} ms)",
             flat,
@@ -906,7 +994,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "`SummarizationMiddleware.before_model` on its own state (trigger at 80 % of the window, "
         "its default keep of 20 messages, a fixed stand-in summary, so its summarizing turns "
         "time only its cutoff logic; timed on every measured turn). Garbage-collection time "
-        "inside each turn is measured through `gc.callbacks`. Over the whole run (every turn of "
+        "inside each turn is measured through `gc.callbacks`. Side by side: the steady turns timed "
+        "again after that, one turn at each history length in turn (a session held at each "
+        f"length; at {SMALL_HISTORY} messages or fewer, {SMALL_SESSIONS} fresh sessions one "
+        "after another), so that every length meets the machine's load alike; the flatness "
+        "target reads these. Over the whole run (every turn of "
         f"the grown session): {totals.steady_turns:,} steady turns took {totals.steady:.2f} s "
         f"and {totals.compaction_turns:,} compaction turns {totals.compaction:.2f} s. Run it "
         "elsewhere with `--histories` and `--transcripts`.\n\n"
@@ -918,6 +1010,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{b.history}": {
             "steady_p50_ms": _p50(b.steady) * 1000,
             "steady_p99_ms": percentile(b.steady, 99) * 1000 if b.steady else 0.0,
+            "side_by_side_p50_ms": _p50(b.side) * 1000,
+            "side_by_side_p99_ms": percentile(b.side, 99) * 1000 if b.side else 0.0,
             "floor_p50_ms": _p50(b.floor) * 1000,
             "compaction_p50_ms": _p50(b.compaction) * 1000,
             "trim_p50_ms": _p50(b.peer) * 1000,

@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
-from benchmarks.engine_overhead import COMPACTION_STEPS, Bucket, Totals, _compaction_diagnosis
+from pathlib import Path
+
+from benchmarks.engine_overhead import (
+    COMPACTION_STEPS,
+    QUICK_TURNS,
+    Bucket,
+    GcClock,
+    Totals,
+    _compaction_diagnosis,
+    agent_turn,
+    grown_session,
+    judge,
+    measured_turns,
+    side_by_side,
+    synthetic_turns,
+)
 
 
 def test_the_compaction_diagnosis_gives_each_steps_share_and_the_turns_cost() -> None:
@@ -21,3 +36,42 @@ def test_the_compaction_diagnosis_gives_each_steps_share_and_the_turns_cost() ->
 
 def test_without_a_profiled_compaction_turn_it_says_so() -> None:
     assert _compaction_diagnosis(Bucket(100)) == "no compaction turn was profiled there"
+
+
+def test_side_by_side_times_a_turn_at_each_history_length_in_turn(tmp_path: Path) -> None:
+    """Every length gets its steady turns in the same rounds; a short length is held in fresh
+    sessions, one after another, each grown to it."""
+    turns = synthetic_turns(40)
+    buckets = [Bucket(20), Bucket(60)]
+    with GcClock() as clock:
+        engine, session, stream = grown_session(tmp_path / "grown", 60, turns)
+        grown = (agent_turn(session, number, turn, clock) for number, turn in stream)
+        side_by_side(buckets, turns, grown, tmp_path / "side", clock, quick=True)
+        engine.close()
+
+    for bucket in buckets:
+        assert 0 < len(bucket.side) <= QUICK_TURNS
+        assert len(bucket.side_gc) == len(bucket.side)
+        assert all(spent > 0 for spent in bucket.side)
+    # 60 rounds at 20 messages: a new session after each measured_turns(20) turns.
+    sessions = sorted(p.name for p in (tmp_path / "side").iterdir())
+    assert sessions == [f"20-{k}" for k in range(-(-QUICK_TURNS // measured_turns(20)))]
+
+
+def test_the_flatness_target_reads_the_turns_timed_side_by_side() -> None:
+    """Turns timed one length after another can drift with the machine's load; the target
+    reads the side-by-side ones when the run has them."""
+    buckets = [Bucket(100), Bucket(1_000)]
+    for bucket, drifted in zip(buckets, (0.001, 0.003), strict=True):
+        bucket.steady = [drifted] * 100
+        bucket.steady_gc = [0.0] * 100
+        bucket.side = [0.002] * 100
+        bucket.side_gc = [0.0] * 100
+        bucket.views = [150]
+
+    rows, _ = judge(buckets, Totals(), memory_mib=10.0, memory_at=1_000)
+
+    flat = next(r for r in rows if "flat in history length" in str(r["target"]))
+    assert flat["met"] is True
+    assert "timed side by side" in str(flat["target"])
+    assert str(flat["measured"]).startswith("1.00x")
