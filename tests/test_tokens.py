@@ -534,6 +534,31 @@ def test_an_unanchored_view_counted_from_the_last_one_equals_a_fresh_count(
         assert estimator.estimate(view, system="s", all_visible=True) == fresh
 
 
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4), st.booleans()), max_size=12))
+@settings(max_examples=200, deadline=None)
+def test_full_estimates_and_rebases_counted_from_the_last_view_equal_fresh_ones(
+    steps: list[tuple[int, int, bool]],
+) -> None:
+    """A compaction's new view is estimated whole, then the estimate rebased on it: both count
+    the view from the one counted before (the same objects) plus what is new. After each step
+    (as in the test above) the full estimate, and the anchor a rebase leaves, are those of an
+    estimator counting the view afresh."""
+    counter = HeuristicCounter()
+    estimator = ContextSizeEstimator(counter)
+    pool = conversation(8)
+    view: list[Message] = []
+    for dropped, added, copied in steps:
+        view = view[: max(0, len(view) - dropped)]
+        view.extend(pool[(len(view) + k) % len(pool)] for k in range(added))
+        if copied:
+            view = list(view)
+        fresh = ContextSizeEstimator(counter)
+        assert estimator.full_estimate(view, system="s") == fresh.full_estimate(view, system="s")
+        estimator.rebase(view, 1_000 + len(view), system="s")
+        fresh.rebase(view, 1_000 + len(view), system="s")
+        assert estimator._anchor == fresh._anchor
+
+
 def test_anchored_estimate_adds_new_messages_to_the_report() -> None:
     estimator = ContextSizeEstimator(HeuristicCounter())
     view = conversation(1)

@@ -23,11 +23,12 @@ from contextfold.compaction import (
     StructuredSummary,
     SummaryItem,
     hygiene,
+    summary,
 )
 from contextfold.engine._sizes import CompactionCounter, ViewSizes
-from contextfold.history import shell
+from contextfold.history import shell, turns
 from contextfold.history.repair import repair
-from contextfold.messages import Message, SummaryPart
+from contextfold.messages import Message, Meta, SummaryPart
 from contextfold.outputs.intake import InMemoryBlobStore
 from contextfold.tokens.counters import HeuristicCounter, TiktokenCounter
 from contextfold.tokens.tokenizers import encoding
@@ -313,3 +314,53 @@ def test_the_shell_tokens_are_those_shlex_reads_on_real_commands(
         for text in (command, shell._strip_heredocs(command)[0]):
             fast = _tokens_or_error(shell._tokens, text)
             assert fast == _tokens_or_error(shell._shlex_tokens, text), text
+
+
+def test_a_remembered_section_line_is_the_line_read_anew(sessions: list[list[Message]]) -> None:
+    """Lines of summaries written (and extended) on real sessions, with the lines a stored or
+    model-written section may hold besides items, read again (remembered) and read anew, give
+    the same item, count of earlier items left out, or nothing."""
+    lines = ["", "  ", "(none)", " (none) ", "… 0 earlier items", "… 1 earlier item", " - x  "]
+    for view in sessions:
+        ctx = _real_ctx(view)
+        for _ in range(2):  # the second compaction extends the first one's summary
+            result = Compactor.preset("summarize").compact(ctx)
+            for part in (p for m in result.view for p in m.parts_of(SummaryPart)):
+                lines += [line for section in part.sections.values() for line in section]
+            ctx = _real_ctx(result.view)
+    assert len(lines) > 50
+    for line in lines:
+        fresh = summary._section_line.__wrapped__(line)
+        assert summary._section_line(line) == summary._section_line("".join(list(line))) == fresh
+    # A count of none left out is kept as such, as reading the line always did.
+    parsed = StructuredSummary.from_sections({"Errors Encountered": ("… 0 earlier items", "x")})
+    assert parsed.omitted == {"Errors Encountered": 0}
+
+
+def _units_anew(view: Sequence[Message]) -> tuple[list[range], list[int]]:
+    return turns._cut_units(view), [i for i, m in enumerate(view) if turns.is_user_turn(m)]
+
+
+def test_remembered_units_and_turns_are_those_of_the_view_cut_anew(
+    sessions: list[list[Message]],
+) -> None:
+    """The units and turn starts remembered for the view asked about last, handed out for a
+    view of the same shape, are those the view cut anew gives: asked in turn for real views,
+    their masked copies (the same shape), another list of the same messages, a view of the same
+    length with a message of another shape (a user turn that became a note, a result answering
+    another call), and a shorter view."""
+    for view in sessions:
+        ctx = _real_ctx(view)
+        masked = Compactor.preset("mask-first").mask(ctx).view
+        variants: list[Sequence[Message]] = [view, masked, list(view), tuple(masked)]
+        task = turns.task_index(view)
+        if task is not None:
+            note = Message("user", view[task].parts, id=view[task].id, meta=Meta(kind="synthetic"))
+            variants.append([*view[:task], note, *view[task + 1 :]])
+        answered = next((i for i, m in enumerate(view) if m.tool_results), None)
+        if answered is not None:
+            other = replace(view[answered].tool_results[0], call_id="another-call")
+            variants.append([*view[:answered], Message.tool(other), *view[answered + 1 :]])
+        variants += [view[: len(view) // 2], view]
+        for variant in variants:
+            assert (turns.atomic_units(variant), turns.turn_starts(variant)) == _units_anew(variant)

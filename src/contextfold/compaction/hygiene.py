@@ -200,7 +200,7 @@ def _normal_path(path: str) -> str:
 def _command(call: ToolCallPart) -> str | None:
     """The shell command ``call`` ran (Codex's argv ``[bash, -lc, script]`` as its script), or
     ``None`` for a call that is not a shell command."""
-    args = call.args()
+    args = call.shared_args()
     if args.get("command") == "view" and "path" in args:  # an editor tool's view command
         return None
     command = args.get("command", args.get("cmd"))
@@ -215,7 +215,7 @@ def _span(call: ToolCallPart) -> str | None:
     command = _command(call)
     if command is not None:
         return None if _reads_whole_file(command) else " ".join(command.split())
-    args = call.args()
+    args = call.shared_args()
     rest = {k: v for k, v in args.items() if k not in PATH_KEYS}
     if rest.get("command") == "view":
         del rest["command"]
@@ -548,7 +548,8 @@ def _write_source(
     """A whole-file write (its new content is in its arguments), else ``None``."""
     if len(action.writes) != 1:
         return None
-    args = call.args()
+    # Decoded once per call: every compaction looks at each whole-file write of its view again.
+    args = call.shared_args()
     content = next((args[k] for k in _CONTENT_KEYS if isinstance(args.get(k), str)), None)
     if content is None or _ARGUMENTS_CUT_NOTE in content:
         return None  # an edit of a part of the file, or arguments already trimmed

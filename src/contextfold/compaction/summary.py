@@ -223,11 +223,11 @@ class StructuredSummary:
                 continue
             items = []
             for line in lines:
-                match = _OMITTED.match(line.strip())
-                if match:
-                    omitted[canonical] = omitted.get(canonical, 0) + int(match.group(1))
-                elif line.strip() and line.strip() != _EMPTY:
-                    items.append(SummaryItem.parse(line.strip()))
+                read = _section_line(line)
+                if isinstance(read, SummaryItem):
+                    items.append(read)
+                elif read is not None:
+                    omitted[canonical] = omitted.get(canonical, 0) + read
             parsed[canonical] = (*parsed.get(canonical, ()), *items)
         return cls(parsed, omitted)
 
@@ -332,6 +332,21 @@ def _parsed_sections(sections: tuple[tuple[str, tuple[str, ...]], ...]) -> Struc
     summary again as the previous one to extend. A summary is a value nobody changes, so one
     parse can be handed to both."""
     return StructuredSummary.from_sections(dict(sections))
+
+
+@functools.lru_cache(maxsize=4_096)
+def _section_line(line: str) -> SummaryItem | int | None:
+    """What one line of a stored section holds: an item, how many earlier items were left out
+    there, or nothing (``None``: a blank line, ``(none)``). Remembered by line: each summary repeats
+    most lines of the one before (and the pipeline parses every summary it writes), and items
+    are values, so the one parsed before can be handed out again."""
+    stripped = line.strip()
+    match = _OMITTED.match(stripped)
+    if match:
+        return int(match.group(1))
+    if stripped and stripped != _EMPTY:
+        return SummaryItem.parse(stripped)
+    return None
 
 
 def present_sections(text: str) -> list[SectionName]:

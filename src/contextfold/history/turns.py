@@ -112,13 +112,43 @@ def latest_turn_start(view: Sequence[Message]) -> int:
 
 def turn_starts(view: Sequence[Message]) -> list[int]:
     """Indices where turns begin (every user turn)."""
-    return [i for i, m in enumerate(view) if is_user_turn(m)]
+    shape = _shape(view)
+    if shape.starts is None:
+        shape.starts = tuple(i for i, m in enumerate(shape.view) if is_user_turn(m))
+    return list(shape.starts)
 
 
-_units_memo: tuple[tuple[Message, ...], tuple[range, ...]] | None = None
-"""The units of the last tuple view cut (one compaction asks for the units of its view about ten
-times: each strategy, the recent window, the cost schedule). A tuple cannot change, and the memo
-holds it, so its identity cannot be reused while the memo lives."""
+@dataclass(slots=True)
+class _Shape:
+    """A view, with its units and turn starts once found (see :func:`_shape`)."""
+
+    view: tuple[Message, ...]
+    units: tuple[range, ...] | None = None
+    starts: tuple[int, ...] | None = None
+
+
+_last_shape: _Shape | None = None
+"""The view the units or turn starts were last asked of. One compaction asks about ten times
+(each strategy, the recent window, the cost schedule), mostly of views its edits made from the
+one before: a masked output, trimmed arguments or cleared thinking leave every unit and turn
+where it was. It holds its messages, so their identities stay theirs while it lives."""
+
+
+def _shape(view: Sequence[Message]) -> _Shape:
+    """The remembered shape when ``view`` cuts into units and turns as its view does (as long,
+    each message the same object or of the same shape: see :func:`_same_shape`), else a new
+    one, remembered in its place."""
+    global _last_shape
+    last = _last_shape
+    if last is not None and len(last.view) == len(view):
+        old = last.view
+        if view is old or all(
+            new is was or _same_shape(new, was) for new, was in zip(view, old, strict=True)
+        ):
+            return last
+    shape = _Shape(tuple(view))
+    _last_shape = shape
+    return shape
 
 
 def atomic_units(view: Sequence[Message]) -> list[range]:
@@ -130,14 +160,10 @@ def atomic_units(view: Sequence[Message]) -> list[range]:
     call that never got a result (a process killed mid-tool) thus closes its unit at the next
     turn instead of swallowing every later turn into one unit that compaction cannot touch.
     """
-    global _units_memo
-    memo = _units_memo
-    if memo is not None and memo[0] is view:
-        return list(memo[1])
-    units = _cut_units(view)
-    if isinstance(view, tuple):
-        _units_memo = (view, tuple(units))
-    return units
+    shape = _shape(view)
+    if shape.units is None:
+        shape.units = tuple(_cut_units(shape.view))
+    return list(shape.units)
 
 
 def _cut_units(view: Sequence[Message]) -> list[range]:

@@ -268,7 +268,7 @@ class ContextSizeEstimator:
         """Prompt tokens of the request, estimated whole with the calibration (no anchor)."""
         visible = _visible(messages)
         return self._full(
-            self.fit, self._fixed_raw(system, tools), self._raw_messages(visible), len(visible)
+            self.fit, self._fixed_raw(system, tools), self._raw_view(visible), len(visible)
         )
 
     def record(
@@ -415,13 +415,14 @@ class ContextSizeEstimator:
         back to a full estimate on the counter's. The next report replaces it.
         """
         visible = _visible(messages)
-        # A copy: the caller's list keeps growing, the anchor must not.
+        # A copy: the caller's list keeps growing, the anchor must not. The view was mostly
+        # estimated whole just before (a compaction's new view): its count is remembered.
         self._anchor = _Anchor(
             max(0, tokens),
             list(visible),
             self._fixed_raw(system, tools),
             False,
-            self._raw_messages(visible),
+            self._raw_view(visible),
         )
 
     def invalidate(self) -> None:
