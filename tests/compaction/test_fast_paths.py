@@ -364,3 +364,25 @@ def test_remembered_units_and_turns_are_those_of_the_view_cut_anew(
         variants += [view[: len(view) // 2], view]
         for variant in variants:
             assert (turns.atomic_units(variant), turns.turn_starts(variant)) == _units_anew(variant)
+
+
+def test_files_are_restored_from_the_least_room_a_file_needs(
+    sessions: list[list[Message]],
+) -> None:
+    """The restore note gives up before looking for files when the room left beside its header
+    is less than the least of a file it restores; with that least, files the view no longer
+    shows come back (on real sessions, after a summary)."""
+    restore = hygiene.RestoreFiles()
+    restored = 0
+    for view in sessions:
+        ctx = _real_ctx(view)
+        after = Compactor.preset("summarize").compact(ctx).view
+        note = restore.note(ctx, view, after, 1_000_000)
+        if note is None:
+            continue
+        header = note.text.split("\n\n")[0]
+        least = ctx.counter.count_message(Message.user(header)) + hygiene.RESTORE_MIN_FILE_TOKENS
+        assert restore.note(ctx, view, after, least - 1) is None
+        assert restore.note(ctx, view, after, least) is not None
+        restored += 1
+    assert restored

@@ -455,6 +455,10 @@ class RestoreFiles:
             "read or wrote them (most recent first); read_result <ref> returns each in full.]"
         )
         budget -= ctx.counter.count_message(Message.user(header))
+        if min(self.file_tokens, budget) < RESTORE_MIN_FILE_TOKENS:
+            # No file can fit (the budget only shrinks): spare finding and stashing them (the
+            # usual case when the summary leaves the view above its target).
+            return None
         shown = _verbatim(after)
         blocks: list[str] = []
         for source, stale in _latest_sources(ctx, before, self.max_files):
