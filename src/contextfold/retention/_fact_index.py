@@ -21,7 +21,7 @@ file name such as ``test_issue.py`` has one (``issue``); the few needles without
 A text's tokens are a set built from every word of it, about 10 µs per kilobyte (a stored output
 of 100 kB: 1 ms). While the index files few anchors, a new text is not split: each anchor (and
 inner token) is looked for as a whole token in its mapped bytes, one search at C speed (under
-1 µs per kilobyte). The token sets are then made only when :meth:`FactIndex.finder` needs them.
+1 µs per kilobyte). The token sets are then made only when :meth:`FactIndex.found_in` needs them.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ class FactIndex:
 
     def hold(self, texts: Iterable[str], *, split: bool = False) -> None:
         """Hold each text not held yet, searched for every known fact (``split``: through its
-        tokens, which :meth:`finder` is about to need)."""
+        tokens, which :meth:`found_in` is about to need)."""
         fresh = [t for t in dict.fromkeys(texts) if t not in self._shown]
         for text in fresh:
             if split:
@@ -165,20 +165,36 @@ class FactIndex:
             tokens = self._tokens[text] = _tokens(text)
         return tokens
 
-    def finder(self, texts: Sequence[str]) -> Callable[[str], bool]:
-        """Whether any of ``texts`` (all held) contains a needle, for needles that are not
-        facts (a ledger's items): a needle whose inner tokens are not all tokens of some
-        text is in none, found without a search; the others are searched in the texts joined
-        by line breaks."""
-        tokens: frozenset[bytes] = frozenset().union(*(self._token_set(t) for t in texts))
-        joined = "\n".join(texts)
-
-        def found(needle: str) -> bool:
+    def found_in(self, texts: Sequence[str], needles: Iterable[str]) -> set[str]:
+        """The ``needles`` (not facts: a ledger's items) that one of ``texts`` (all held)
+        contains. A needle is searched only in the texts holding its longest inner token (the
+        likeliest to be rare) and all its other ones, a set lookup each; a needle without any, in
+        the texts joined by line breaks. Only those tokens are looked up in each text's tokens:
+        a union of all of them, and a search of every text for each needle found there, cost
+        more."""
+        anchored: list[tuple[str, bytes, frozenset[bytes]]] = []
+        loose: list[str] = []
+        for needle in needles:
             inner = _inner_tokens(needle)
-            if inner and not tokens.issuperset(inner):
-                return False
-            return needle in joined
-
+            if inner:
+                anchored.append((needle, max(inner, key=len), frozenset(inner)))
+            else:
+                loose.append(needle)
+        wanted = frozenset(anchor for _, anchor, _ in anchored)
+        holding: dict[bytes, list[tuple[str, frozenset[bytes]]]] = {}
+        for text in texts:
+            tokens = self._token_set(text)
+            for anchor in tokens & wanted:
+                holding.setdefault(anchor, []).append((text, tokens))
+        found: set[str] = set()
+        for needle, anchor, inner_tokens in anchored:
+            for text, tokens in holding.get(anchor, ()):
+                if tokens.issuperset(inner_tokens) and needle in text:
+                    found.add(needle)
+                    break
+        if loose:
+            joined = "\n".join(texts)
+            found.update(needle for needle in loose if needle in joined)
         return found
 
     def _find_in(self, texts: list[str], needles: Iterable[_Needle]) -> None:

@@ -382,17 +382,10 @@ class LossTracker:
         read = self._read_messages(after).values()
         texts = [t for _, m in read if not m.summary for t in m.texts]
         self._index.hold(texts, split=True)
-        found = self._index.finder(texts)
-        shown: dict[tuple[str, ...], bool] = {}
-        left: list[LedgerItem] = []
-        for item in items:
-            needles = _ledger_needles(item)
-            seen = shown.get(needles)
-            if seen is None:
-                seen = shown[needles] = any(found(n) for n in needles)
-            if not seen:
-                left.append(item)
-        return left
+        items = list(items)
+        needles = {item: _ledger_needles(item) for item in items}
+        found = self._index.found_in(texts, {n for each in needles.values() for n in each})
+        return [item for item in items if found.isdisjoint(needles[item])]
 
     def _read_messages(self, view: Sequence[Message]) -> dict[str, tuple[Message, _MessageText]]:
         """Each message of ``view`` with what the report reads of it, by id (read once per
