@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.engine_overhead import TASK, agent_turn, corpus_turns, endless, open_engine
 from contextfold.messages import Message
 from contextfold.replay import DEFAULT_PRESETS, replay
 from contextfold.retention import _fact_index as fact_index
@@ -161,6 +162,28 @@ def test_every_report_of_real_replays_is_the_full_recomputation(
         *load_transcripts(root / "tau-bench" / "gpt-4o-airline.json")[:1],
     ]
     assert _replayed(transcripts, monkeypatch) > 0
+
+
+@pytest.mark.shared_data
+def test_every_report_of_the_engine_overhead_session_is_the_full_recomputation(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The engine's own path (TurnState.accounted at each compaction) on the session the
+    # engine_overhead benchmark times, grown past a few dozen compactions.
+    turns, _ = corpus_turns()
+    with checked_reports(monkeypatch) as made:
+        engine = open_engine(tmp_path)
+        session = engine.new_session(title="checked")
+        session.add_user(TASK)
+        history = 1
+        for number, turn in endless(turns):
+            agent_turn(session, number, turn)
+            history += 1 + len(turn.outputs)
+            if history >= 2_500:
+                break
+        engine.close()
+    assert len(made) >= 10
+    assert sum(1 for r in made if r.items) > 0
 
 
 def _synthetic_session(steps: int) -> dict[str, Any]:
