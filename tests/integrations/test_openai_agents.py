@@ -22,11 +22,12 @@ pytest.importorskip("agents")
 from agents import Agent, Runner, function_tool
 from agents.memory import Session as SDKSession
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from contextfold import ContextEngine, ContextPolicy, Message, model_for_window
 from contextfold.history.repair import history_rules_for, validate
+from contextfold.hosts.digests import message_digest
 from contextfold.integrations._openai_agents_items import (
     Item,
     ItemsToMessages,
@@ -175,6 +176,49 @@ def test_the_history_index_kept_call_after_call_equals_the_index_made_afresh(
         assert index.known(history) == raw_items_by_digest(history)
         # A history of other objects saying the same (another source of it).
         assert index.known(messages_from_items(items)) == raw_items_by_digest(history)
+
+
+@given(st.lists(st.tuples(_histories, st.integers(0, 8)), min_size=1, max_size=5))
+@settings(max_examples=200, deadline=None)
+def test_the_session_log_and_the_sdk_input_convert_as_a_whole_conversion_would(
+    steps: list[tuple[list[Item], int]],
+) -> None:
+    """One converter serves the session's item log (``owned``: the same item objects call
+    after call, which are not compared again) and the SDK's input (new dicts each call). Each
+    step pops some items off the log and appends new ones; either source, converted in turn,
+    gives what converting it all would."""
+    converter = ItemsToMessages()
+    log: list[Item] = []
+    for more, dropped in steps:
+        log = log[: max(0, len(log) - dropped)] + json.loads(json.dumps(more))
+        expected = _said(messages_from_items(log))
+        assert _said(converter.convert(log, owned=True)) == expected
+        assert _said(converter.convert(json.loads(json.dumps(log)))) == expected
+        assert _said(converter.convert(log, owned=True)) == expected
+    if log:  # an item replaced by another object (not changed in place) is compared again
+        log = [*log[:-1], {**log[-1], "extra": "field"}]
+        assert _said(converter.convert(log, owned=True)) == _said(messages_from_items(log))
+
+
+@given(_histories, st.lists(st.integers(0, 12), max_size=6, unique=True))
+@settings(max_examples=200, deadline=None)
+def test_view_items_follow_a_view_that_keeps_drops_and_reorders_its_messages(
+    items: list[Item], picks: list[int]
+) -> None:
+    """The view's items are remembered by message object: a view that keeps the last one's
+    messages, loses some in the middle (a compaction) or holds them in another order gives what
+    a whole conversion gives."""
+    history = ItemsToMessages().convert(items)
+    # Messages saying the same take their items in view order, which a reordered view changes.
+    assume(len({message_digest(m) for m in history}) == len(history))
+    bare = [Message(m.role, m.parts) for m in history]
+    view = MessagesToItems()
+    views = [bare, bare[: len(bare) // 2], bare]
+    views += [[bare[i] for i in picks if i < len(bare)]]
+    views += [bare[1:] + bare[:1], bare]
+    for shown in views:
+        expected = items_from_messages(shown, raw_items_by_digest(history))
+        assert view.items(shown, history) == expected
 
 
 def test_a_reply_that_goes_on_is_converted_again() -> None:

@@ -11,12 +11,16 @@ of the latest call, so a call converts only what is new.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import is_
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["LatestObjects", "same_objects"]
+from contextfold.tool_spec import ToolSpec
 
+__all__ = ["LatestObjects", "ToolSpecs", "same_objects", "schema_fields"]
+
+T = TypeVar("T")
 V = TypeVar("V")
 
 
@@ -63,3 +67,51 @@ class LatestObjects(Generic[V]):
 def _key(run: tuple[object, ...]) -> object:
     # Most runs are one object: its id alone (an int never equals a tuple of them).
     return id(run[0]) if len(run) == 1 else tuple(map(id, run))
+
+
+class ToolSpecs(Generic[T]):
+    """The :class:`~contextfold.tool_spec.ToolSpec` of each of a framework's tools, call after
+    call, each converted once while what it is made from stays the same.
+
+    A framework hands its tools on every model call: the same tool objects, or new ones built
+    from the same name, description and schema (pydantic-ai's ``ToolDefinition``). A new spec
+    each call costs its conversion, and the engine, whose memories of a tool's schema and token
+    count go by the spec object, encodes each schema again. ``fields(tool)`` is what the spec
+    is made from, as objects (:func:`schema_fields`), or None for a tool converted every time
+    (one that may change in place unseen); ``convert`` makes the spec. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        fields: Callable[[T], tuple[object, ...] | None],
+        convert: Callable[[T], ToolSpec],
+    ) -> None:
+        self._fields = fields
+        self._convert = convert
+        self._specs: LatestObjects[ToolSpec] = LatestObjects()
+        self._lock = threading.Lock()
+
+    def specs(self, tools: Iterable[T]) -> list[ToolSpec]:
+        """``convert(tool)`` of each tool, in order."""
+        with self._lock:
+            out = []
+            for tool in tools:
+                fields = self._fields(tool)
+                if fields is None:
+                    out.append(self._convert(tool))
+                    continue
+                spec = self._specs.get(fields)
+                if spec is None:
+                    spec = self._convert(tool)
+                    self._specs.keep(fields, spec)
+                out.append(spec)
+            self._specs.rotate()
+            return out
+
+
+def schema_fields(name: str, description: Any, schema: Mapping[str, Any]) -> tuple[object, ...]:
+    """What a spec made of ``name``, ``description`` and a copy of the JSON ``schema`` depends
+    on, as objects: those three, and the schema's keys and values (a schema changed in place at
+    its top level gives other objects; below it, the spec's copy shares the framework's objects,
+    and the engine compares those with what it encoded)."""
+    return (name, description, schema, *schema.keys(), *schema.values())

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from contextfold.hosts.digests import message_digest
-from contextfold.integrations._memo import LatestObjects, same_objects
+from contextfold.integrations._memo import same_objects
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -198,15 +198,25 @@ class ItemsToMessages:
         self._messages: list[Message] = []
         self._items: list[Item] = []
         """The items the messages were made from (their copies), in order."""
+        self._owned: list[Item] = []
+        """The items of the last ``owned`` source the first of ``_items`` are equal to."""
         self._call_names: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    def convert(self, items: Iterable[object]) -> list[Message]:
-        """:func:`messages_from_items` of ``items``."""
-        plain = [plain_item(item) for item in items]
+    def convert(self, items: Iterable[object], *, owned: bool = False) -> list[Message]:
+        """:func:`messages_from_items` of ``items``. ``owned``: the caller never changes them
+        in place (the session's item log), so those given again are not compared again."""
+        given = list(items)
+        if set(map(type, given)) - {dict}:  # told at C speed: the SDK hands dicts
+            plain = [plain_item(item) for item in given]
+        else:
+            plain = cast(list[Item], given)
         with self._lock:
             held = len(self._items)
-            if plain[:held] == self._items:  # the history goes on: one compare, in C
+            # Those of the owned source's items given again equal what they equalled.
+            same = len(self._owned) if owned and _starts_with(plain, self._owned) else 0
+            if len(plain) >= held and plain[same:held] == self._items[same:]:
+                # The history goes on: one compare, in C.
                 kept, start = _open_reply(self._messages, plain, held)
             else:
                 kept, start = _unchanged(self._messages, plain)
@@ -216,7 +226,15 @@ class ItemsToMessages:
             new = _messages_from_items(plain[start:], self._call_names)
             self._messages = self._messages[:kept] + new
             self._items = self._items[:start] + [i for m in new for i in _raw_items(m)]
+            # An owned source's items are now those of every message (the new ones were made
+            # from them); after another source's, those of the messages kept still are.
+            self._owned = plain if owned else self._owned[:start]
             return self._messages
+
+
+def _starts_with(items: Sequence[object], head: Sequence[object]) -> bool:
+    """Whether ``items`` begins with the very objects of ``head``."""
+    return len(head) <= len(items) and same_objects(head, items[: len(head)])
 
 
 def _raw_items(message: Message) -> list[Item]:
@@ -256,25 +274,38 @@ class MessagesToItems:
     kept too, and only what the history gained since the last call is digested."""
 
     def __init__(self) -> None:
-        self._items: LatestObjects[list[tuple[Item, bool]]] = LatestObjects()
-        """Each view message's items, each with whether it is flat (no dict or list inside)."""
+        self._view: list[Message] = []
+        self._found: list[list[tuple[Item, bool]]] = []
+        """The last view, and each of its messages' items, each with whether it is flat (no
+        dict or list inside). Holding the messages keeps their ids from being reused."""
         self._history = _HistoryItems()
 
     def items(self, view: Iterable[Message], history: Sequence[Message]) -> list[Item]:
         """:func:`items_from_messages` of ``view``, the original items found in ``history``."""
-        queues: _Queues | None = None
-        out: list[Item] = []
-        for message in view:
-            found = self._items.get((message,))
-            if found is None:
-                if queues is None:
-                    queues = _Queues(self._history.known(history))
-                found = [(item, _flat(item)) for item in _message_items(message, queues)]
-                self._items.keep((message,), found)
-            # A flat item's json_copy is its shallow copy, made in C (most items are flat).
-            out.extend(item.copy() if flat else json_copy(item) for item, flat in found)
-        self._items.rotate()
-        return out
+        view = list(view)
+        held, held_found = self._view, self._found
+        # The view mostly begins with the last one's messages (found at C speed); only what
+        # follows is looked up, among the last view's messages and then in ``history``.
+        same = _common_prefix(held, view)
+        found_all = held_found[:same]
+        if same < len(view):
+            known = {id(m): (m, found) for m, found in zip(held, held_found, strict=True)}
+            queues: _Queues | None = None
+            for message in view[same:]:
+                hit = known.get(id(message))
+                if hit is not None and hit[0] is message:
+                    found = hit[1]
+                else:
+                    if queues is None:
+                        queues = _Queues(self._history.known(history))
+                    found = [(item, _flat(item)) for item in _message_items(message, queues)]
+                    known[id(message)] = (message, found)
+                found_all.append(found)
+        self._view, self._found = view, found_all
+        # A flat item's json_copy is its shallow copy, made in C (most items are flat).
+        return [
+            item.copy() if flat else json_copy(item) for found in found_all for item, flat in found
+        ]
 
 
 def _flat(item: Item) -> bool:
@@ -328,11 +359,16 @@ def _common_prefix(a: Sequence[object], b: Sequence[object]) -> int:
 def json_copy(value: Any) -> Any:
     """A copy of a JSON value's dicts and lists (what a receiver could change in place); its
     strings and numbers are shared, unchangeable anyway. Far cheaper than ``deepcopy``."""
+    # Scalars are told by their exact type (a third cheaper than an isinstance against a
+    # union, for every value of every item a view hands over); anything else comes here.
     if isinstance(value, dict):
-        return {k: json_copy(v) if isinstance(v, dict | list) else v for k, v in value.items()}
+        return {k: v if type(v) in _SCALARS else json_copy(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [json_copy(v) if isinstance(v, dict | list) else v for v in value]
+        return [v if type(v) in _SCALARS else json_copy(v) for v in value]
     return value
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
 RawItems = Mapping[bytes, Sequence[list[Item]]]

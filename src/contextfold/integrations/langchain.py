@@ -43,7 +43,7 @@ from contextfold.integrations._langchain_messages import (
     to_message,
     to_messages,
 )
-from contextfold.integrations._memo import LatestObjects, same_objects
+from contextfold.integrations._memo import LatestObjects, ToolSpecs, same_objects
 from contextfold.messages import Message, ThinkingPart
 from contextfold.store import BrowsableSessionStore
 from contextfold.tool_spec import ToolSpec
@@ -87,7 +87,8 @@ class ContextFoldMiddleware(AgentMiddleware):
         self._last_originals: (
             tuple[list[AnyMessage], list[Message], dict[_Key, AnyMessage]] | None
         ) = None
-        self._specs: LatestObjects[tuple[tuple[object, ...], ToolSpec]] = LatestObjects()
+        # A provider's dict tool may change in place: converted every call.
+        self._specs: ToolSpecs[BaseTool | dict[str, Any]] = ToolSpecs(_tool_fields, tool_spec)
         self._lock = threading.Lock()
         self.tools: Sequence[BaseTool] = [self._read_result_tool()]
 
@@ -179,7 +180,7 @@ class ContextFoldMiddleware(AgentMiddleware):
         prepared = sync.prepare(
             neutral,
             system=system.text if system is not None else None,
-            tools=self._tool_specs(request.tools),
+            tools=self._specs.specs(request.tools),
             # read_result is one of request.tools already (this middleware registers it).
             engine_tools=False,
         )
@@ -187,25 +188,6 @@ class ContextFoldMiddleware(AgentMiddleware):
             messages=self._view_messages(prepared, request.messages, neutral),
             system_message=_view_system(prepared, system),
         )
-
-    def _tool_specs(self, tools: Sequence[BaseTool | dict[str, Any]]) -> list[ToolSpec]:
-        """:func:`tool_spec` of each tool, remembered per tool object while its name,
-        description and schema stay the same objects (the agent binds the same tools on every
-        call, and converting one builds its JSON schema)."""
-        with self._lock:
-            specs = []
-            for tool in tools:
-                if not isinstance(tool, BaseTool):  # a provider's dict: may change in place
-                    specs.append(tool_spec(tool))
-                    continue
-                snapshot = (tool.name, tool.description, tool.args_schema)
-                hit = self._specs.get((tool,))
-                if hit is None or not same_objects(hit[0], snapshot):
-                    hit = (snapshot, tool_spec(tool))
-                    self._specs.keep((tool,), hit)
-                specs.append(hit[1])
-            self._specs.rotate()
-            return specs
 
     def _view_messages(
         self, prepared: PreparedRequest, history: Sequence[AnyMessage], neutral: Sequence[Message]
@@ -294,6 +276,13 @@ def tool_spec(tool: BaseTool | dict[str, Any]) -> ToolSpec:
         function.get("description", ""),
         function.get("parameters", {"type": "object", "properties": {}}),
     )
+
+
+def _tool_fields(tool: BaseTool | dict[str, Any]) -> tuple[object, ...] | None:
+    """What :func:`tool_spec` reads of a tool object (None: a dict, converted every call)."""
+    if not isinstance(tool, BaseTool):
+        return None
+    return (tool, tool.name, tool.description, tool.args_schema)
 
 
 def _thread_id(config: RunnableConfig | None) -> str | None:

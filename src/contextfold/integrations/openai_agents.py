@@ -39,6 +39,7 @@ from contextfold.engine import ContextEngine, PreparedRequest
 from contextfold.engine import Session as ContextSession
 from contextfold.errors import SessionNotFoundError
 from contextfold.hosts.sync import HistorySync
+from contextfold.integrations._memo import ToolSpecs, schema_fields
 from contextfold.integrations._openai_agents_items import (
     Item,
     ItemsToMessages,
@@ -64,11 +65,15 @@ __all__ = [
 def tool_specs(tools: Iterable[Tool]) -> list[ToolSpec]:
     """The agent's function tools as contextfold sees them (their definitions count toward the
     window). Hosted tools have no schema here; the SDK sends them by type."""
-    return [
-        ToolSpec(name=t.name, description=t.description, parameters=dict(t.params_json_schema))
-        for t in tools
-        if isinstance(t, FunctionTool)
-    ]
+    return [_tool_spec(t) for t in tools if isinstance(t, FunctionTool)]
+
+
+def _tool_spec(tool: FunctionTool) -> ToolSpec:
+    return ToolSpec(tool.name, tool.description, dict(tool.params_json_schema))
+
+
+def _tool_fields(tool: FunctionTool) -> tuple[object, ...]:
+    return schema_fields(tool.name, tool.description, tool.params_json_schema)
 
 
 def read_result_tool(sync: HistorySync) -> FunctionTool:
@@ -108,6 +113,7 @@ class ContextfoldInputFilter:
         # Each converts only what is new since the last call (see their docstrings).
         self.conversion = ItemsToMessages()
         self._view = MessagesToItems()
+        self._specs = ToolSpecs(_tool_fields, _tool_spec)
         self._lock = threading.Lock()
 
     async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
@@ -126,7 +132,10 @@ class ContextfoldInputFilter:
         system_texts += [m.text for m in messages if m.role == "system"]
         system = "\n\n".join(t for t in system_texts if t)
         prepared = self.sync.prepare(
-            messages, system=system or None, tools=tool_specs(tools), engine_tools=False
+            messages,
+            system=system or None,
+            tools=self._specs.specs(t for t in tools if isinstance(t, FunctionTool)),
+            engine_tools=False,
         )
         self.last_request = prepared
         view = [m for m in prepared.messages if m.role != "system"]
@@ -218,5 +227,5 @@ class ContextfoldSession:
         return self._log.items
 
     def _update(self) -> None:
-        self.sync.update(self._logged.convert(self._log.items))
+        self.sync.update(self._logged.convert(self._log.items, owned=True))
         self._log.moved_view(self.sync.session.id)

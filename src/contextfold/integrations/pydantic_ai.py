@@ -38,6 +38,7 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from contextfold.engine import ContextEngine, PreparedRequest, Session
 from contextfold.hosts.sync import HistorySync
+from contextfold.integrations._memo import ToolSpecs, schema_fields
 from contextfold.integrations._pydantic_ai_mapping import (
     HistoryMapping,
     from_messages,
@@ -73,6 +74,11 @@ def _spec(tool: ToolDefinition) -> ToolSpec:
     return ToolSpec(tool.name, tool.description or "", dict(tool.parameters_json_schema))
 
 
+def _spec_fields(tool: ToolDefinition) -> tuple[object, ...]:
+    # pydantic-ai makes new definitions for every request, from the tool's own schema object.
+    return schema_fields(tool.name, tool.description, tool.parameters_json_schema)
+
+
 @dataclass
 class ContextFold(AbstractCapability[Any]):
     """The capability: give it the engine (and a resumed session to continue one)."""
@@ -89,6 +95,10 @@ class ContextFold(AbstractCapability[Any]):
 
     _mapping: HistoryMapping = field(default_factory=HistoryMapping, init=False, repr=False)
     """The conversions of the run's history and of the engine's view, each message once."""
+    _specs: ToolSpecs[ToolDefinition] = field(
+        default_factory=lambda: ToolSpecs(_spec_fields, _spec), init=False, repr=False
+    )
+    """The tools' specs, each made once."""
 
     def __post_init__(self) -> None:
         self.sync = HistorySync(self.engine, self.session, title=self.title)
@@ -105,7 +115,7 @@ class ContextFold(AbstractCapability[Any]):
         # Instructions reach the model outside the messages; the engine counts them as system.
         instructions = [p.content for p in params.instruction_parts or ()]
         system = "\n\n".join([*(m.text for m in system_prompts), *instructions])
-        tools = [_spec(t) for t in [*params.function_tools, *params.output_tools]]
+        tools = self._specs.specs([*params.function_tools, *params.output_tools])
         # engine_tools=False: read_result is already among the agent's tools (get_toolset).
         # On a worker thread: the engine reads and writes the store.
         prepared = await asyncio.to_thread(
