@@ -162,8 +162,10 @@ class ProxyState:
     engines: Engines
     http: httpx.AsyncClient
     salt: bytes
-    local_store: bool = False
-    """The store is a file on this machine (SQLite): its calls wait on no network."""
+    steps_on_loop: bool = False
+    """A request this process serves alone may do its engine steps on the event loop (see
+    :func:`off_loop`): the store is a file on this machine (SQLite) that no other worker of
+    this proxy writes to."""
     serving: Serving = field(default_factory=Serving)
     digests: DigestCache = field(default_factory=DigestCache)
     """Digests of the messages clients sent, by their exact text (they resend them all)."""
@@ -190,14 +192,18 @@ async def off_loop(
 ) -> Result:
     """``function(*args)``, the engine's and the store's synchronous work: on a worker thread,
     so that the event loop goes on serving other requests meanwhile; or, when this request is
-    the only one the process is answering and the store is local, right here. A hop to a
-    worker thread and back wakes two threads, some 0.15-0.2 ms of the request's time on an idle
-    machine (and more on a busy one), two hops a request; when nothing else is being served
-    the loop has nobody to serve meanwhile. A request that arrives during the work waits for
-    it to end (as long as the work takes: a compaction turn, some tens of ms), as it would
-    wait for the interpreter's lock while a worker thread ran it. A store across the network
-    (PostgreSQL) keeps the hop: a loop stuck on its socket would answer nothing at all."""
-    if state.local_store and state.serving.requests <= 1:
+    the only one the process is answering and :attr:`ProxyState.steps_on_loop`, right here. A
+    hop to a worker thread and back wakes two threads, some 0.15-0.2 ms of the request's time
+    on an idle machine (and more on a busy one), two hops a request; when nothing else is being
+    served the loop has nobody to serve meanwhile. A request that arrives during the work waits
+    for it to end (as long as the work takes: a compaction turn, some tens of ms), as it would
+    wait for the interpreter's lock while a worker thread ran it. The hop stays when the store
+    can keep the loop waiting on someone else: PostgreSQL (a loop stuck on its socket would
+    answer nothing at all), or a SQLite file the proxy's other workers write to (SQLite waits
+    for another process's write lock by sleeping: with 2 workers and 50 concurrent sessions,
+    one step in eight found its process alone, and the loops so stopped cost some 20% of the
+    requests per second)."""
+    if state.steps_on_loop and state.serving.requests <= 1:
         return function(*args)
     return await anyio.to_thread.run_sync(function, *args)
 

@@ -170,7 +170,10 @@ common servers (uvicorn 5 s, llama.cpp's and Ollama's longer), so a reused one i
 
 
 def create_app(
-    config: ProxyConfig, *, upstream_transport: httpx.AsyncBaseTransport | None = None
+    config: ProxyConfig,
+    *,
+    upstream_transport: httpx.AsyncBaseTransport | None = None,
+    one_process: bool = True,
 ) -> Starlette:
     """The proxy as an ASGI application (run it with uvicorn, or ``contextfold proxy``).
 
@@ -179,7 +182,9 @@ def create_app(
     so several workers (or machines sharing PostgreSQL) can serve the same clients.
     ``upstream_transport`` replaces the network to the upstream (``httpx.ASGITransport(app)``
     drives a scripted upstream in process: with the proxy itself behind another
-    ``httpx.ASGITransport``, a test needs no socket and no server thread).
+    ``httpx.ASGITransport``, a test needs no socket and no server thread). ``one_process``:
+    no other worker of this proxy writes to its store (False for each worker of
+    ``--workers N``: see ``off_loop``).
     """
     holder: dict[str, ProxyState] = {}
     seals: dict[str, CompactionSeal] = {}
@@ -203,7 +208,7 @@ def create_app(
                 Engines(config, store),
                 http,
                 config.salt(),
-                local_store=isinstance(store, SQLiteStore),
+                steps_on_loop=one_process and isinstance(store, SQLiteStore),
                 serving=serving,
             )
             holder["state"] = state
@@ -583,7 +588,7 @@ def app_from_environment() -> Starlette:
     environment, and the logs are set up again here)."""
     config = ProxyConfig.from_environment()
     log_to(config.access_log)
-    return create_app(config)
+    return create_app(config, one_process=False)
 
 
 def log_to(access_log: str | None) -> None:
