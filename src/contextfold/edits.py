@@ -46,6 +46,7 @@ __all__ = [
     "apply_edit",
     "apply_edits",
     "edit_action",
+    "edit_fields",
     "edit_from_dict",
     "edit_to_dict",
 ]
@@ -373,6 +374,19 @@ def _apply_summarize(view: Sequence[Message], edit: SummarizeEdit) -> list[Messa
 
 def edit_to_dict(edit: ContextEdit) -> dict[str, Any]:
     """JSON form of an edit, tagged by ``edit_kind``."""
+    out, messages = edit_fields(edit)
+    if messages:
+        out["summary"] = messages[0].to_dict()
+        if len(messages) > 1:
+            out["follow"] = [m.to_dict() for m in messages[1:]]
+    return out
+
+
+def edit_fields(edit: ContextEdit) -> tuple[dict[str, Any], tuple[Message, ...]]:
+    """:func:`edit_to_dict` without the messages a summary edit carries, and those messages
+    (its summary, then what follows it; none for the other kinds): a store that encodes each
+    message once for all the rows that hold it (the edit, then the snapshot of the view that
+    holds the same objects) puts them back under ``summary`` and ``follow``."""
     out: dict[str, Any] = {
         "edit_kind": edit.edit_kind,
         "id": edit.id,
@@ -385,15 +399,13 @@ def edit_to_dict(edit: ContextEdit) -> dict[str, Any]:
             out["arguments"] = [a.to_dict() for a in edit.arguments]
         if edit.thinking:
             out["thinking"] = [t.to_dict() for t in edit.thinking]
-    elif isinstance(edit, ArchiveEdit | DropEdit):
+        return out, ()
+    if isinstance(edit, ArchiveEdit | DropEdit):
         out["message_ids"] = list(edit.message_ids)
-    else:
-        out["first_id"] = edit.first_id
-        out["last_id"] = edit.last_id
-        out["summary"] = edit.summary.to_dict()
-        if edit.follow:
-            out["follow"] = [m.to_dict() for m in edit.follow]
-    return out
+        return out, ()
+    out["first_id"] = edit.first_id
+    out["last_id"] = edit.last_id
+    return out, (edit.summary, *edit.follow)
 
 
 def edit_from_dict(data: Mapping[str, Any]) -> ContextEdit:

@@ -363,12 +363,40 @@ def test_a_snapshot_reuses_what_was_encoded_and_still_redacts_what_is_new(
     view = [summary, *messages[10:]]
     snapshot = store.save_snapshot(sid, view, 40, last_seq=50, last_edit=1)
 
-    assert encoded == ["s1"]  # the 40 messages appended before were not encoded again
+    # The 40 messages appended before were not encoded again, nor the summary its edit holds.
+    assert encoded == []
     assert SECRETS["openai"] not in snapshot.view[0].text  # what is returned is what is stored
     stored = store.load_snapshot(sid)
     assert stored is not None and stored.view == snapshot.view
     assert list(stored.view[1:]) == messages[10:]
     assert SECRETS["openai"] not in json.dumps([m.to_dict() for m in stored.view])
+
+
+@pytest.mark.parametrize("follow", [0, 2])
+@pytest.mark.parametrize("odd", ["", "\ud800", "é"])
+def test_a_summary_edit_is_stored_as_its_whole_json_redacted(follow: int, odd: str) -> None:
+    """The edit's messages are encoded one by one (and remembered for the snapshot), their
+    texts put in place in the edit's: what is stored is the whole edit's JSON, redacted
+    (character for character unless a lone surrogate made either escape non-ASCII text)."""
+    from contextfold.edits import edit_to_dict
+    from contextfold.store._codec import EncodedMessages, encode_json
+
+    summary = Message("user", (SummaryPart(f"the key {SECRETS['openai']} {odd}"),), id="s1")
+    restored = tuple(
+        Message.user(f"file {i}: password={SECRETS['github']}{odd}", id=f"f{i}")
+        for i in range(follow)
+    )
+    edit = SummarizeEdit("u0", "u9", summary, follow=restored)
+    memory = EncodedMessages(redact=True)
+
+    text = memory.encode_edit("s1", edit)
+
+    whole = encode_json(edit_to_dict(edit), redact=True)
+    assert json.loads(text) == json.loads(whole)
+    if "\ud800" not in odd:
+        assert text == whole
+    assert SECRETS["openai"] not in text and SECRETS["github"] not in text
+    assert memory.encode("s1", summary)[0] in text  # the snapshot finds it encoded
 
 
 def test_the_encoding_memory_follows_the_view_and_is_bounded() -> None:

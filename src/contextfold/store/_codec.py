@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from contextfold.edits import ContextEdit, edit_from_dict, edit_to_dict
+from contextfold.edits import ContextEdit, edit_fields, edit_from_dict
 from contextfold.messages import Message
 from contextfold.redaction.redactor import might_hold_secret, redact_json, redact_text
 
@@ -28,7 +28,6 @@ __all__ = [
     "decode_view",
     "dumps",
     "encode_blob",
-    "encode_edit",
     "encode_json",
     "redact_line",
     "state_text",
@@ -303,6 +302,23 @@ class EncodedMessages:
                 self._chars -= idle.chars
         return text, redacted
 
+    def encode_edit(self, session_id: str, edit: ContextEdit) -> str:
+        """The stored JSON of ``edit`` (:func:`~contextfold.edits.edit_to_dict`'s data, redacted
+        when the store redacts). A summary edit's messages
+        are encoded through :meth:`encode`: the snapshot that follows the edit holds the same
+        message objects in its view, and finds them encoded and redacted already."""
+        fields, messages = edit_fields(edit)
+        text = encode_json(fields, redact=self.redact)
+        if not messages:
+            return text
+        summary, *follow = (self.encode(session_id, m)[0] for m in messages)
+        # The edit's keys are the edits module's own (never a credential's name), so each
+        # message is redacted as it would be inside the whole edit: from its root.
+        text = f'{text[:-1]},"summary":{summary}'
+        if follow:
+            text += f',"follow":[{",".join(follow)}]'
+        return text + "}"
+
     def encode_view(self, session_id: str, view: Sequence[Message]) -> tuple[str, bool]:
         """The stored JSON of a snapshot's view (a list of messages), and whether redaction
         changed any message."""
@@ -356,13 +372,8 @@ def decode_message(data: str) -> Message:
     return Message.from_dict(json.loads(data))
 
 
-def encode_edit(edit: ContextEdit, *, redact: bool) -> str:
-    """The stored JSON of one context edit."""
-    return encode_json(edit_to_dict(edit), redact=redact)
-
-
 def decode_edit(data: str) -> ContextEdit:
-    """Inverse of :func:`encode_edit`."""
+    """Inverse of :meth:`EncodedMessages.encode_edit`."""
     return edit_from_dict(json.loads(data))
 
 

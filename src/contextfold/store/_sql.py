@@ -545,7 +545,8 @@ class SQLStore(AsyncStoreMixin, ABC):
         What :meth:`append_edit` does for each, but with the writer lock taken and the head
         read once: a compaction's edits are one fact.
         """
-        encoded = [(e.id, e.edit_kind, _codec.encode_edit(e, redact=self.redact)) for e in edits]
+        # A summary edit's messages are encoded once, for it and the snapshot after it.
+        encoded = [(e.id, e.edit_kind, self._encoded.encode_edit(session_id, e)) for e in edits]
         with self._transaction("write") as cur:
             after_seq, last_edit = self._locked_head(cur, session_id, expected_seq, expected_edit)
             if encoded:
