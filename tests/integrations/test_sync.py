@@ -229,3 +229,38 @@ def test_the_call_after_a_failed_add_appends_only_what_is_missing(
     roles = [row[2] for row in _stored(engine, sync)]
     assert roles == ["user", "assistant", "tool", "assistant", "tool"]
     assert sync.update(history) == 0
+
+
+@pytest.mark.filterwarnings("ignore::contextfold.store.SQLiteVersionWarning")
+def test_a_tool_message_added_in_part_is_completed_not_added_again(
+    engine: ContextEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A framework message with several tool results is one session message per result: when
+    the second one fails, the first stays stored, and the next call (the same history) adds
+    the second only; each result is stored once."""
+    from contextfold.engine.session import Session
+
+    sync = HistorySync(engine)
+    calls = [ToolCallPart(f"c{i}", "bash", f'{{"cmd": "echo {i}"}}') for i in range(3)]
+    history = [
+        Message.user("Run the three."),
+        Message.assistant("Running them.", calls),
+        Message.tool(*(ToolResultPart(f"c{i}", "bash", f"out {i}") for i in range(3))),
+    ]
+    add = Session.add
+
+    def failing(self: Session, message: Message) -> None:
+        if [r.call_id for r in message.tool_results] == ["c1"]:
+            raise RuntimeError("tool output refused")
+        add(self, message)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Session, "add", failing)
+        with pytest.raises(RuntimeError, match="refused"):
+            sync.update(history)
+    assert [r.call_id for m in sync.session.view for r in m.tool_results] == ["c0"]
+    assert sync.update(history) == 1
+    stored = [r.call_id for m in sync.session.view for r in m.tool_results]
+    assert stored == ["c0", "c1", "c2"]
+    assert sync.update(history) == 0
+    assert [row[2] for row in _stored(engine, sync)] == ["user", "assistant", *["tool"] * 3]

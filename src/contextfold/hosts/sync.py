@@ -51,6 +51,9 @@ class HistorySync:
         self._index = MemoryPrefixIndex()
         self._lock = threading.RLock()
         self._last: _Digested = _Digested([], [], [])
+        self._partial: tuple[bytes, int] | None = None
+        """A tool message whose results were appended in part (an add failed): its digest and
+        how many of its results the session holds."""
         if session is not None:
             stored = ResentHistory(self._index, "", [message_digest(m) for m in _stored(session)])
             self._hold(stored, session, 0, len(stored))
@@ -80,14 +83,32 @@ class HistorySync:
             added = known
             try:
                 with session.writes_together():  # one commit for the call's new messages
-                    for message in messages[known:]:
-                        session.add(message)
+                    new = zip(messages[known:], self._last.digests[known:], strict=True)
+                    for message, digest in new:
+                        self._add(session, message, digest)
                         added += 1
             finally:
                 # What was added before a failed add is stored (the block commits it): the
                 # session holds it, and the next call must not append it again.
                 self._hold(resent, session, known, added)
             return added - known
+
+    def _add(self, session: Session, message: Message, digest: bytes) -> None:
+        """Append one message of the history. A tool message's results go one by one (each is
+        a message of the session): when one fails, those before it stay stored, and the next
+        call, whose history holds the message whole again, appends only the others."""
+        results = message.tool_results
+        if message.role != "tool" or len(results) < 2:
+            session.add(message)
+            return
+        partial, self._partial = self._partial, None
+        done = partial[1] if partial is not None and partial[0] == digest else 0
+        for index in range(done, len(results)):
+            try:
+                session.add(message.with_parts((results[index],)))
+            except BaseException:
+                self._partial = (digest, index)
+                raise
 
     def _resent(self, messages: list[Message]) -> ResentHistory:
         """``messages`` against the index. The digests and heads of the first messages that are
@@ -132,6 +153,7 @@ class HistorySync:
     def _restart(self) -> None:
         """The framework rewrote its history: go on in a new session, the old one its parent."""
         parent = self._session
+        self._partial = None  # its results are in the old session
         self._session = self.engine.new_session(
             title=self.title, parent_id=parent.id if parent is not None else None
         )
