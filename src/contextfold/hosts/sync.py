@@ -97,11 +97,12 @@ class HistorySync:
         """Append one message of the history. A tool message's results go one by one (each is
         a message of the session): when one fails, those before it stay stored, and the next
         call, whose history holds the message whole again, appends only the others."""
+        # A message added in part is always the first of the next call's new messages.
+        partial, self._partial = self._partial, None
         results = message.tool_results
         if message.role != "tool" or len(results) < 2:
             session.add(message)
             return
-        partial, self._partial = self._partial, None
         done = partial[1] if partial is not None and partial[0] == digest else 0
         for index in range(done, len(results)):
             try:

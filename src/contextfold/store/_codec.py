@@ -304,9 +304,9 @@ class EncodedMessages:
 
     def encode_edit(self, session_id: str, edit: ContextEdit) -> str:
         """The stored JSON of ``edit`` (:func:`~contextfold.edits.edit_to_dict`'s data, redacted
-        when the store redacts). A summary edit's messages
-        are encoded through :meth:`encode`: the snapshot that follows the edit holds the same
-        message objects in its view, and finds them encoded and redacted already."""
+        when the store redacts). A summary edit's messages are encoded through :meth:`encode`:
+        the snapshot that follows the edit holds the same message objects in its view, and
+        finds them encoded and redacted already."""
         fields, messages = edit_fields(edit)
         text = encode_json(fields, redact=self.redact)
         if not messages:
