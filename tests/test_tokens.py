@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -512,6 +512,19 @@ def test_estimate_without_a_report_is_a_full_estimate() -> None:
     assert estimate.tokens == counter.count_request(view)
 
 
+def _stepped_views(steps: list[tuple[int, int, bool]]) -> Iterator[list[Message]]:
+    """A view after each step: some of the last view's messages dropped, new ones appended,
+    and the list copied or not (as the engine's view is)."""
+    pool = conversation(8)
+    view: list[Message] = []
+    for dropped, added, copied in steps:
+        view = view[: max(0, len(view) - dropped)]
+        view.extend(pool[(len(view) + k) % len(pool)] for k in range(added))
+        if copied:
+            view = list(view)
+        yield view
+
+
 @given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4), st.booleans()), max_size=12))
 @settings(max_examples=200, deadline=None)
 def test_an_unanchored_view_counted_from_the_last_one_equals_a_fresh_count(
@@ -523,13 +536,7 @@ def test_an_unanchored_view_counted_from_the_last_one_equals_a_fresh_count(
     equals that of an estimator counting the view afresh."""
     counter = HeuristicCounter()
     estimator = ContextSizeEstimator(counter)
-    pool = conversation(8)
-    view: list[Message] = []
-    for dropped, added, copied in steps:
-        view = view[: max(0, len(view) - dropped)]
-        view.extend(pool[(len(view) + k) % len(pool)] for k in range(added))
-        if copied:
-            view = list(view)
+    for view in _stepped_views(steps):
         fresh = ContextSizeEstimator(counter).estimate(view, system="s", all_visible=True)
         assert estimator.estimate(view, system="s", all_visible=True) == fresh
 
@@ -545,13 +552,7 @@ def test_full_estimates_and_rebases_counted_from_the_last_view_equal_fresh_ones(
     estimator counting the view afresh."""
     counter = HeuristicCounter()
     estimator = ContextSizeEstimator(counter)
-    pool = conversation(8)
-    view: list[Message] = []
-    for dropped, added, copied in steps:
-        view = view[: max(0, len(view) - dropped)]
-        view.extend(pool[(len(view) + k) % len(pool)] for k in range(added))
-        if copied:
-            view = list(view)
+    for view in _stepped_views(steps):
         fresh = ContextSizeEstimator(counter)
         assert estimator.full_estimate(view, system="s") == fresh.full_estimate(view, system="s")
         estimator.rebase(view, 1_000 + len(view), system="s")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from contextfold import ContextEngine, ContextPolicy, Message, model_for_window
+from contextfold.engine.session import Session
 from contextfold.hosts.digests import message_digest
 from contextfold.hosts.sync import HistorySync
 from contextfold.messages import TextPart, ThinkingPart, ToolCallPart, ToolResultPart
@@ -22,6 +24,18 @@ def _history() -> list[Message]:
         Message.assistant("Running it.", [ToolCallPart("c1", "bash", '{"cmd": "seq"}')]),
         Message.tool(ToolResultPart("c1", "bash", BIG)),
     ]
+
+
+def _refusing(refused: Callable[[Message], bool]) -> Callable[[Session, Message], None]:
+    """``Session.add`` that raises for the messages ``refused`` picks and adds the others."""
+    add = Session.add
+
+    def failing(self: Session, message: Message) -> None:
+        if refused(message):
+            raise RuntimeError("tool output refused")
+        add(self, message)
+
+    return failing
 
 
 @pytest.fixture
@@ -150,7 +164,6 @@ def test_an_update_written_together_stores_what_one_commit_per_message_stores(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One commit per call instead of one per message changes nothing stored or seen."""
-    from contextfold.engine.session import Session
     from contextfold.messages import reproducible_ids
 
     def replay(name: str) -> tuple[list[tuple[object, ...]], list[object], list[object]]:
@@ -180,19 +193,12 @@ def test_a_failed_add_keeps_the_messages_added_before_it(
 ) -> None:
     """An add that raises inside an update's block: what was added before it is committed (as
     with one commit per message), and the error reaches the framework."""
-    from contextfold.engine.session import Session
 
     sync = HistorySync(engine)
     history = _turns(2)
     sync.update(history[:4])
     first = sync.session.id
-    add = Session.add
-
-    def failing(self: Session, message: Message) -> None:
-        if message.role == "tool":
-            raise RuntimeError("tool output refused")
-        add(self, message)
-
+    failing = _refusing(lambda message: message.role == "tool")
     monkeypatch.setattr(Session, "add", failing)
     with pytest.raises(RuntimeError, match="refused"):
         sync.update(history)
@@ -209,18 +215,11 @@ def test_the_call_after_a_failed_add_appends_only_what_is_missing(
 ) -> None:
     """The messages added before a failed add are held: the framework's next call (the same
     history) appends the one that failed, not those again."""
-    from contextfold.engine.session import Session
 
     sync = HistorySync(engine)
     history = _turns(2)
     sync.update(history[:4])
-    add = Session.add
-
-    def failing(self: Session, message: Message) -> None:
-        if message.role == "tool":
-            raise RuntimeError("tool output refused")
-        add(self, message)
-
+    failing = _refusing(lambda message: message.role == "tool")
     with monkeypatch.context() as patched:
         patched.setattr(Session, "add", failing)
         with pytest.raises(RuntimeError, match="refused"):
@@ -238,7 +237,6 @@ def test_a_tool_message_added_in_part_is_completed_not_added_again(
     """A framework message with several tool results is one session message per result: when
     the second one fails, the first stays stored, and the next call (the same history) adds
     the second only; each result is stored once."""
-    from contextfold.engine.session import Session
 
     sync = HistorySync(engine)
     calls = [ToolCallPart(f"c{i}", "bash", f'{{"cmd": "echo {i}"}}') for i in range(3)]
@@ -247,13 +245,7 @@ def test_a_tool_message_added_in_part_is_completed_not_added_again(
         Message.assistant("Running them.", calls),
         Message.tool(*(ToolResultPart(f"c{i}", "bash", f"out {i}") for i in range(3))),
     ]
-    add = Session.add
-
-    def failing(self: Session, message: Message) -> None:
-        if [r.call_id for r in message.tool_results] == ["c1"]:
-            raise RuntimeError("tool output refused")
-        add(self, message)
-
+    failing = _refusing(lambda message: [r.call_id for r in message.tool_results] == ["c1"])
     with monkeypatch.context() as patched:
         patched.setattr(Session, "add", failing)
         with pytest.raises(RuntimeError, match="refused"):
