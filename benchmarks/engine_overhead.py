@@ -693,15 +693,7 @@ def peak_memory(history: int, turns: list[Turn]) -> tuple[float, int]:
     """Peak traced MiB of a session grown to ``history`` messages, and its final view length."""
     with tempfile.TemporaryDirectory() as folder:
         tracemalloc.start()
-        engine = open_engine(Path(folder))
-        session = engine.new_session(title="engine memory")
-        session.add_user(TASK)
-        count = 1
-        for number, turn in endless(turns):
-            agent_turn(session, number, turn)
-            count += 1 + len(turn.outputs)
-            if count >= history:
-                break
+        engine, session, _ = grown_session(Path(folder), history, turns)
         view = len(session.view)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()

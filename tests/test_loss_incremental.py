@@ -17,7 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.engine_overhead import TASK, agent_turn, corpus_turns, endless, open_engine
+from benchmarks.engine_overhead import (
+    corpus_turns,
+    grown_session,
+)
 from contextfold.messages import Message
 from contextfold.replay import DEFAULT_PRESETS, replay
 from contextfold.retention import _fact_index as fact_index
@@ -172,15 +175,7 @@ def test_every_report_of_the_engine_overhead_session_is_the_full_recomputation(
     # engine_overhead benchmark times, grown past a few dozen compactions.
     turns, _ = corpus_turns()
     with checked_reports(monkeypatch) as made:
-        engine = open_engine(tmp_path)
-        session = engine.new_session(title="checked")
-        session.add_user(TASK)
-        history = 1
-        for number, turn in endless(turns):
-            agent_turn(session, number, turn)
-            history += 1 + len(turn.outputs)
-            if history >= 2_500:
-                break
+        engine, _, _ = grown_session(tmp_path, 2_500, turns)
         engine.close()
     assert len(made) >= 10
     assert sum(1 for r in made if r.items) > 0
