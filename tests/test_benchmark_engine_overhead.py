@@ -24,11 +24,19 @@ def test_the_compaction_diagnosis_gives_each_steps_share_and_the_turns_cost() ->
     whole, accounted, _, strategies = (what for _, _, what in COMPACTION_STEPS[:4])
     bucket = Bucket(10_000, compaction_profiled=3)
     bucket.compaction_steps = {whole: 0.040, accounted: 0.024, strategies: 0.010}
-    totals = Totals(steady=10.0, compaction=5.0, steady_turns=20_000, compaction_turns=100)
+    totals = Totals(
+        steady=10.0,
+        compaction=5.0,
+        steady_turns=20_000,
+        compaction_turns=100,
+        steady_added=10.0,
+        compaction_added=0.1,
+    )
 
     text = _compaction_diagnosis(bucket, totals)
 
     assert "one compaction turn (50.0 ms on average) costs as much as 100 steady turns" in text
+    assert "whole turns, 51.0 ms against 1.00 ms (51)" in text
     assert "one turn in 201 compacts" in text
     assert "3 compaction turns at 10,000 messages" in text
     assert f"{accounted} 60%" in text and f"{strategies} 25%" in text
@@ -75,3 +83,31 @@ def test_the_flatness_target_reads_the_turns_timed_side_by_side() -> None:
     assert flat["met"] is True
     assert "timed side by side" in str(flat["target"])
     assert str(flat["measured"]).startswith("1.00x")
+
+
+def test_each_turn_times_its_adds_and_the_compaction_targets_read_whole_turns(
+    tmp_path: Path,
+) -> None:
+    """Work moved out of prepare() into the adds still counts: a compaction turn is judged with
+    its adds, and the totals must hold for prepare() alone and for whole turns."""
+    engine, session, stream = grown_session(tmp_path, 20, synthetic_turns(10))
+    timed = agent_turn(session, *next(stream))
+    engine.close()
+    assert timed.added > 0 and timed.whole == timed.spent + timed.added
+
+    bucket = Bucket(10_000)
+    bucket.steady, bucket.steady_gc, bucket.floor = [0.001] * 10, [0.0] * 10, [0.001] * 10
+    bucket.steady_added = [0.001] * 10
+    bucket.compaction, bucket.compaction_added = [0.020], [0.010]
+    bucket.peer, bucket.middleware, bucket.views = [0.100], [0.005], [150]
+    # In prepare() alone, compaction turns cost less than steady ones; whole turns, more.
+    moved = Totals(steady=1.0, compaction=0.9, steady_added=0.0, compaction_added=0.2)
+
+    rows, _ = judge([bucket], moved, memory_mib=10.0, memory_at=10_000)
+
+    share = next(r for r in rows if "25 %" in str(r["target"]))
+    assert str(share["measured"]).startswith("30.00 ms (20.00 in prepare())")
+    assert share["met"] is False
+    total = next(r for r in rows if "in total" in str(r["target"]))
+    assert total["met"] is False
+    assert Totals(steady=1.0, compaction=0.9, steady_added=0.5).cheaper_compaction()
