@@ -159,6 +159,53 @@ def test_a_growing_history_maps_as_a_whole_conversion_would(
         assert mapping.from_messages(neutral) == expected  # the second time from the memo
 
 
+def _sent(messages: list[pa.ModelMessage]) -> list[object]:
+    """What pydantic-ai messages say, the time a request rebuilt without its head was given
+    (the time of rebuilding) aside."""
+    out = []
+    for message in messages:
+        (dumped,) = pa.ModelMessagesTypeAdapter.dump_python([message], mode="json")
+        if dumped["kind"] == "request":
+            dumped.pop("timestamp", None)
+            for part in dumped["parts"]:
+                part.pop("timestamp", None)
+        out.append(dumped)
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(_histories, st.lists(st.lists(st.integers(0, 40), max_size=10), min_size=1, max_size=5))
+def test_views_map_back_as_mapping_each_afresh_would(
+    history: list[pa.ModelMessage], picks: list[list[int]]
+) -> None:
+    """Each view keeps the start of the one before and goes on with any of the history's
+    messages (the engine's views grow, and drop or replace messages when it compacts): it maps
+    back as mapping it alone would."""
+    neutral = to_messages(history)
+    if not neutral:
+        return
+    mapping = HistoryMapping()
+    view: list[Message] = []
+    for pick in picks:
+        keep = pick[0] % (len(view) + 1) if pick else len(view)
+        view = view[:keep] + [neutral[i % len(neutral)] for i in pick[1:]]
+        assert _sent(mapping.from_messages(view)) == _sent(from_messages(view))
+
+
+def test_a_grown_view_gives_its_earlier_groups_again_and_builds_the_last_anew() -> None:
+    history: list[pa.ModelMessage] = []
+    for n in range(3):
+        history.append(pa.ModelRequest(parts=[pa.UserPromptPart(f"ask {n}")]))
+        history.append(pa.ModelResponse(parts=[pa.TextPart(f"answer {n}")]))
+    neutral = to_messages(history)
+    mapping = HistoryMapping()
+    first = mapping.from_messages(neutral[:3])
+    second = mapping.from_messages(neutral)
+    assert second[0] is first[0] and second[1] is first[1]
+    assert second[2] is not first[2]  # sent last before: pydantic-ai may have changed it
+    assert second == from_messages(neutral)
+
+
 def test_a_message_changed_in_place_converts_again() -> None:
     request = pa.ModelRequest(parts=[pa.UserPromptPart("first")])
     response = pa.ModelResponse(parts=[pa.TextPart("answer")])

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from contextfold.hosts.digests import message_digest
-from contextfold.integrations._memo import same_objects
+from contextfold.integrations._memo import common_prefix, same_objects
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -286,7 +286,7 @@ class MessagesToItems:
         held, held_found = self._view, self._found
         # The view mostly begins with the last one's messages (found at C speed); only what
         # follows is looked up, among the last view's messages and then in ``history``.
-        same = _common_prefix(held, view)
+        same = common_prefix(held, view)
         found_all = held_found[:same]
         if same < len(view):
             known = {id(m): (m, found) for m, found in zip(held, held_found, strict=True)}
@@ -325,7 +325,7 @@ class _HistoryItems:
 
     def known(self, history: Sequence[Message]) -> RawItems:
         """``raw_items_by_digest(history)`` (read only: it changes with the next call)."""
-        same = _common_prefix(self._messages, history)
+        same = common_prefix(self._messages, history)
         known, digests = self._known, self._digests
         for digest in reversed(digests[same:]):  # the last one queued for it is this one's
             if digest is not None:
@@ -342,18 +342,6 @@ class _HistoryItems:
             digests.append(digest)
         self._messages = list(history)
         return known
-
-
-def _common_prefix(a: Sequence[object], b: Sequence[object]) -> int:
-    """How many of the first objects ``a`` and ``b`` share (the very objects)."""
-    if len(a) <= len(b) and same_objects(a, b[: len(a)]):
-        return len(a)  # the usual case: one pass in C
-    count = 0
-    for x, y in zip(a, b, strict=False):
-        if x is not y:
-            break
-        count += 1
-    return count
 
 
 def json_copy(value: Any) -> Any:

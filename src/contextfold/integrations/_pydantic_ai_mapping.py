@@ -16,14 +16,18 @@ becomes one assistant message.
 from __future__ import annotations
 
 import base64
+import bisect
+import itertools
 import json
+import operator
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai import messages as pa
 
-from contextfold.integrations._memo import LatestObjects
+from contextfold.integrations._memo import common_prefix, same_objects
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -401,43 +405,109 @@ class HistoryMapping:
     fields holds another value than when it was converted. The engine keeps its view's messages
     between calls, so a run of view messages is rebuilt once; except the view's last one, which
     is rebuilt on every call (pydantic-ai records state on the request it sends last).
+
+    Both directions mostly see the last call's objects again, in the same places, and more
+    after them: what a call shares with the one before, from the start, is told in C
+    (:func:`~contextfold.integrations._memo.common_prefix`, and a list compare of the
+    snapshots), and only what follows is looked up among the last call's conversions, by
+    identity. A memo lookup per message cost a third of mapping an unchanged history.
     """
 
     def __init__(self) -> None:
-        self._converted: LatestObjects[tuple[tuple[object, ...], list[Message]]] = LatestObjects()
-        self._rebuilt: LatestObjects[pa.ModelMessage] = LatestObjects()
+        self._history = _Converted([], [], [], [])
+        self._view = _Rebuilt([], [], [], [])
 
     def to_messages(self, history: Sequence[pa.ModelMessage]) -> list[Message]:
         """:func:`to_messages` of ``history``."""
-        out: list[Message] = []
-        for message in history:
-            snapshot = _snapshot(message)
-            hit = self._converted.get((message,))
-            if hit is not None and hit[0] == snapshot:  # mostly the same objects: quick
-                neutral = hit[1]
+        history = list(history)
+        snapshots = [_snapshot(message) for message in history]
+        last = self._history
+        same = common_prefix(last.history, history)
+        if snapshots[:same] != last.snapshots[:same]:  # changed in place: from the first change
+            same = list(map(operator.eq, snapshots, last.snapshots[:same])).index(False)
+        ends = last.ends[:same]
+        out = last.messages[: ends[-1] if ends else 0]
+        # Past the last history's end come new messages: looked up only when it ends elsewhere.
+        earlier: dict[int, tuple[pa.ModelMessage, tuple[object, ...], list[Message]]] = {}
+        if same < len(last.history):
+            earlier = last.by_id()
+        for message, snapshot in zip(history[same:], snapshots[same:], strict=True):
+            hit = earlier.get(id(message))
+            if hit is not None and hit[0] is message and hit[1] == snapshot:
+                out.extend(hit[2])
             else:
-                neutral = _message_to_messages(message)
-                self._converted.keep((message,), (snapshot, neutral))
-            out.extend(neutral)
-        self._converted.rotate()
-        return out
+                out.extend(_message_to_messages(message))
+            ends.append(len(out))
+        self._history = _Converted(history, snapshots, ends, out)
+        return list(out)  # the caller's to keep: the memo's list is read again next call
 
     def from_messages(self, messages: Sequence[Message]) -> list[pa.ModelMessage]:
         """:func:`from_messages` of ``messages``; a message rebuilt at an earlier call may be
         given again (the same object)."""
-        groups = _grouped(messages)
-        out: list[pa.ModelMessage] = []
-        for index, group in enumerate(groups):
-            if index == len(groups) - 1:
-                out.append(_built(group))  # pydantic-ai may change what is sent last
-                continue
-            rebuilt = self._rebuilt.get(group)
-            if rebuilt is None:
-                rebuilt = _built(group)
-                self._rebuilt.keep(group, rebuilt)
-            out.append(rebuilt)
-        self._rebuilt.rotate()
-        return out
+        view = list(messages)
+        last = self._view
+        same = common_prefix(last.view, view)
+        # The groups before the one holding the last shared message are whole (a group ends
+        # where the next begins, and those began among the shared messages); grouping starts
+        # again where that one starts, as it started there before.
+        kept = bisect.bisect_right(last.starts, same - 1) - 1 if same else 0
+        start = last.starts[kept] if same else 0
+        regrouped = _grouped(view[start:])
+        groups = last.groups[:kept] + regrouped
+        starts = last.starts[:kept]
+        if regrouped:
+            starts += itertools.accumulate((len(g) for g in regrouped[:-1]), initial=start)
+        built = last.built[:kept]
+        earlier: dict[tuple[int, ...], tuple[tuple[Message, ...], pa.ModelMessage]] = {}
+        if same < len(last.view):
+            earlier = last.by_ids()
+        for group in groups[kept:-1]:
+            hit = earlier.get(tuple(map(id, group)))
+            built.append(
+                hit[1] if hit is not None and same_objects(hit[0], group) else _built(group)
+            )
+        # pydantic-ai may change what is sent last: built anew each call, and never remembered.
+        sent = [*built, _built(groups[-1])] if groups else []
+        self._view = _Rebuilt(view, groups, starts, built)
+        return sent
+
+
+@dataclass(frozen=True, slots=True)
+class _Converted:
+    """A history as :meth:`HistoryMapping.to_messages` was last given it: each message's
+    snapshot, where its neutral messages end in ``messages``, and those messages."""
+
+    history: list[pa.ModelMessage]
+    snapshots: list[tuple[object, ...]]
+    ends: list[int]
+    messages: list[Message]
+
+    def by_id(self) -> dict[int, tuple[pa.ModelMessage, tuple[object, ...], list[Message]]]:
+        """Each message's snapshot and conversion, by the message's id (held here: the ids
+        cannot go to other objects meanwhile)."""
+        starts = [0, *self.ends]
+        return {
+            id(message): (message, snapshot, self.messages[starts[i] : self.ends[i]])
+            for i, (message, snapshot) in enumerate(zip(self.history, self.snapshots, strict=True))
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Rebuilt:
+    """A view as :meth:`HistoryMapping.from_messages` was last given it: its groups, where each
+    starts in ``view``, and the pydantic-ai message built from each but the last."""
+
+    view: list[Message]
+    groups: list[tuple[Message, ...]]
+    starts: list[int]
+    built: list[pa.ModelMessage]
+
+    def by_ids(self) -> dict[tuple[int, ...], tuple[tuple[Message, ...], pa.ModelMessage]]:
+        """Each group but the last with what was built from it, by the ids of its messages."""
+        return {
+            tuple(map(id, group)): (group, built)
+            for group, built in zip(self.groups, self.built, strict=False)
+        }
 
 
 def _snapshot(message: pa.ModelMessage) -> tuple[object, ...]:
