@@ -38,7 +38,7 @@ from contextfold.edits import (
     ReplacedArguments,
     ReplacedResult,
 )
-from contextfold.history.facts import ToolAction, tool_actions
+from contextfold.history.facts import ToolAction, call_action
 from contextfold.history.turns import last_user_index
 from contextfold.messages import Message, Meta, TextPart, ThinkingPart, ToolCallPart
 from contextfold.outputs.graphemes import floor_boundary
@@ -165,8 +165,10 @@ def file_reads(view: Sequence[Message]) -> list[FileRead]:
 def _file_reads(view: Sequence[Message]) -> list[FileRead]:
     reads: list[FileRead] = []
     for slot in result_slots(view):
-        action = _classified(slot.call) if slot.call is not None else None
-        if slot.call is None or action is None or action.kind != "read" or len(action.reads) != 1:
+        if slot.call is None:
+            continue
+        action = call_action(slot.call)
+        if action.kind != "read" or len(action.reads) != 1:
             continue
         span, in_file = _read_shape(slot.call)
         reads.append(FileRead(slot, _normal_path(action.reads[0]), span, in_file))
@@ -176,18 +178,10 @@ def _file_reads(view: Sequence[Message]) -> list[FileRead]:
 @functools.lru_cache(maxsize=2_048)
 def _read_shape(call: ToolCallPart) -> tuple[str | None, bool]:
     """What part of its file ``call`` read (``None``: all of it), and whether its output is only
-    lines of the file (remembered like :func:`_classified`: parsing the command again each
-    compaction cost more than the rest of hygiene)."""
+    lines of the file (remembered, like :func:`~contextfold.history.facts.call_action`: parsing
+    the command again each compaction cost more than the rest of hygiene)."""
     span = _span(call)
     return span, span is None or not _command(call) or _shows_only_the_file(span)
-
-
-@functools.lru_cache(maxsize=2_048)
-def _classified(call: ToolCallPart) -> ToolAction | None:
-    """What one call does, as the summary's fact extraction reads it (remembered: every
-    compaction and batch looks at the same old calls again)."""
-    actions = tool_actions([Message.assistant("", (call,), id="call")])
-    return actions[0] if actions else None
 
 
 @functools.lru_cache(maxsize=4_096)
@@ -499,8 +493,8 @@ def _latest_sources(
     sources: dict[str, _FileSource] = {}
     for at, message in enumerate(view):
         for call in message.tool_calls if message.role == "assistant" else ():
-            action = _classified(call)
-            if action is None or action.kind not in ("read", "write"):
+            action = call_action(call)
+            if action.kind not in ("read", "write"):
                 continue
             for path in map(_normal_path, (*action.reads, *action.writes)):
                 touched[path] = at

@@ -30,7 +30,15 @@ from contextfold.messages import Message, ToolCallPart, ToolResultPart
 from contextfold.outputs.error_lines import error_lines
 from contextfold.redaction.redactor import redact_text
 
-__all__ = ["ActionKind", "Fact", "SessionFacts", "ToolAction", "extract_facts", "tool_actions"]
+__all__ = [
+    "ActionKind",
+    "Fact",
+    "SessionFacts",
+    "ToolAction",
+    "call_action",
+    "extract_facts",
+    "tool_actions",
+]
 
 ActionKind: TypeAlias = Literal["read", "write", "search", "run", "other"]
 
@@ -184,6 +192,15 @@ def tool_actions(
         if not message.tool_calls and _touches(touching, message, answer):
             actions.extend(_text_command_action(messages, i))
     return actions
+
+
+def call_action(call: ToolCallPart) -> ToolAction:
+    """What ``call`` does on its own, without its result: its kind, summary and the files it
+    reads and writes, as :func:`tool_actions` reads it from an assistant message holding only
+    that call (whose id, ``"call"``, the action cites). Remembered like every action, and
+    without making that message: hygiene asks this of every call of the view at each
+    compaction."""
+    return _cached_action(call, "call", None, None)
 
 
 def _touches(touching: Collection[str] | None, call: Message, result: Message | None) -> bool:
