@@ -162,7 +162,14 @@ class ResentHistory:
     def continues(self, prefix: Prefix) -> bool:
         """Whether the history goes on in ``prefix``'s session: the session still ends where
         it ended when the prefix was recorded (else it went on without this history: fork)."""
-        return self.index.session_head(prefix.session_id)[0] == prefix.seq
+        return self.continued_head(prefix) is not None
+
+    def continued_head(self, prefix: Prefix) -> tuple[int, int] | None:
+        """Where ``prefix``'s session's transcript stands (its ``session_head``) when the
+        history goes on in it (see :meth:`continues`); None when it does not. One read of the
+        index answers both, for a caller that needs the head too."""
+        head = self.index.session_head(prefix.session_id)
+        return head if head[0] == prefix.seq else None
 
     def record(self, session_id: str, count: int, seq: int, *, only_new: bool = False) -> None:
         """Note that ``session_id``, its transcript ending at ``seq``, holds the first

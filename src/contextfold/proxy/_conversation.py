@@ -198,8 +198,13 @@ class Conversation:
         longest = self.history.longest()
         if longest is None:
             return None
-        if self.history.continues(longest) and self._claim(longest.session_id):
-            return longest.session_id, longest.count, self.store.session_head(longest.session_id)
+        # The head read to see that the history goes on there is the one the session is
+        # resumed at: a worker that wrote to it since (PostgreSQL; a SQLite writer waits for
+        # this transaction) makes the resume or its first write fail (ConcurrentWriteError),
+        # and the request locates its session again.
+        head = self.history.continued_head(longest)
+        if head is not None and self._claim(longest.session_id):
+            return longest.session_id, longest.count, head
         self.forked_from = longest.session_id
         return None
 
