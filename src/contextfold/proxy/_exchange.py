@@ -573,7 +573,9 @@ class Exchange:
         )
         self.tally["upstream_calls"] = self.tally.get("upstream_calls", 0) + 1
         try:
-            return await state.http.send(request, stream=True)
+            # A reply the client gets whole is read whole here: its body is the upstream's to
+            # send, and a failure reading it is the upstream's too (a 502, as for its head).
+            return await state.http.send(request, stream=self.client.stream)
         except httpx.HTTPError as exc:
             raise ClientError(
                 f"contextfold proxy could not reach the upstream {state.config.upstream}: "
