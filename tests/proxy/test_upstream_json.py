@@ -15,7 +15,7 @@ from contextfold.proxy._upstream_json import (
     WORTH_TOKENS,
     BodyEncoder,
 )
-from contextfold.wire.anthropic import SharedBlock
+from contextfold.wire.anthropic import SharedBlock, SharedContent, SharedMessage
 
 _TEXT = st.text(max_size=40) | st.text(min_size=LONG_CHARS, max_size=LONG_CHARS + 200)
 _PLAIN = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _TEXT
@@ -89,16 +89,20 @@ def test_a_view_of_shared_blocks_is_written_as_json_dumps_writes_it(
         messages.append({"role": role, "content": blocks})
         # Written whole from its blocks' encodings only in the shape the proxy sends: other keys,
         # or the same keys in another order, go through the walk.
-        shape = data.draw(st.sampled_from(["sent", "extra key", "content first"]))
+        shape = data.draw(st.sampled_from(["sent", "extra key", "content first", "shared"]))
         sent = [{"role": m["role"], "content": list(m["content"])} for m in messages]
         if shape == "extra key":
             sent[-1]["name"] = "x"
         elif shape == "content first":
             sent[-1] = {"content": sent[-1]["content"], "role": sent[-1]["role"]}
+        elif shape == "shared":  # a message sent as it was rendered (WireBlocks.message)
+            shared = SharedContent(sent[-1]["content"])
+            sent[-1] = SharedMessage({"role": sent[-1]["role"], "content": shared})
         marked = data.draw(st.integers(0, len(sent) - 1))
-        if sent[marked]["content"]:
-            last = sent[marked]["content"][-1]
-            sent[marked]["content"][-1] = {**last, "cache_control": {"type": "ephemeral"}}
+        if sent[marked]["content"]:  # a copy, marked (as to_anthropic marks a shared message)
+            content = list(sent[marked]["content"])
+            content[-1] = {**content[-1], "cache_control": {"type": "ephemeral"}}
+            sent[marked] = {**sent[marked], "content": content}
         body = {"model": "m", "messages": sent, "max_tokens": 9}
         for tokens in (0, SHARED_WORTH_TOKENS, WORTH_TOKENS):
             assert encoder.encode(body, tokens=tokens) == _json(body)

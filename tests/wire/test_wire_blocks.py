@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 
 from contextfold.messages import Message
 from contextfold.transcripts import load_transcript
-from contextfold.wire.anthropic import SharedBlock, WireBlocks, to_anthropic
+from contextfold.wire.anthropic import (
+    SharedBlock,
+    SharedContent,
+    SharedMessage,
+    WireBlocks,
+    to_anthropic,
+)
 from tests.conftest import shared_path
 from tests.strategies import messages
 
@@ -29,10 +35,17 @@ def _both(
     )
     assert again == fresh
     assert json.dumps(again.messages) == json.dumps(fresh.messages)
-    # A shared block is unmarked, and cannot be changed: a caller marks a copy (as to_anthropic
-    # does), and what it does to its request (a breakpoint set, a turn merged) reaches no
-    # later one.
-    for message in again.messages:
+    # A shared message and its blocks are unmarked, and cannot be changed: a caller marks or
+    # merges a copy (as to_anthropic does), and what it does to its request (a breakpoint set,
+    # a turn merged) reaches no later one.
+    for position, message in enumerate(again.messages):
+        if isinstance(message, SharedMessage):
+            assert message.encoded() == json.dumps(message, ensure_ascii=False).encode()
+            with pytest.raises(TypeError):
+                message["content"] = []
+            with pytest.raises(TypeError):
+                message["content"].append({"type": "text", "text": "added"})
+            message = again.messages[position] = {**message, "content": list(message["content"])}
         content = message["content"]
         for index, block in enumerate(content):
             if isinstance(block, SharedBlock):
@@ -86,3 +99,30 @@ def test_a_shared_block_refuses_every_change_and_copies_as_itself() -> None:
     for copied in (copy.copy(block), copy.deepcopy(block), pickle.loads(pickle.dumps(block))):
         assert type(copied) is SharedBlock and copied == block
     assert dict(block) == block and type(dict(block)) is dict
+
+
+def test_a_shared_message_and_its_content_refuse_every_change_and_copy_as_themselves() -> None:
+    content = SharedContent([SharedBlock({"type": "text", "text": "a"})])
+    message = SharedMessage({"role": "user", "content": content})
+    for change in (
+        lambda: message.__setitem__("role", "assistant"),
+        lambda: message.update(role="assistant"),
+        lambda: content.__setitem__(0, {}),
+        lambda: content.__delitem__(0),
+        lambda: content.__iadd__([{}]),
+        lambda: content.append({}),
+        lambda: content.extend([{}]),
+        lambda: content.insert(0, {}),
+        lambda: content.pop(),
+        lambda: content.remove(content[0]),
+        lambda: content.clear(),
+        lambda: content.sort(),
+        lambda: content.reverse(),
+    ):
+        with pytest.raises(TypeError):
+            change()
+    assert message == {"role": "user", "content": [{"type": "text", "text": "a"}]}
+    for copied in (copy.copy(message), copy.deepcopy(message), pickle.loads(pickle.dumps(message))):
+        assert type(copied) is SharedMessage and copied == message
+        assert type(copied["content"]) is SharedContent
+    assert list(content) == content and type(list(content)) is list

@@ -10,10 +10,11 @@ stand-in for each long string, and each stand-in is then replaced by that string
 remembered from an earlier request or made now. A stand-in holds a secret nonce of this
 process (and a NUL character), so no text a client sends is taken for one.
 
-A wire block the body shares with earlier requests (a
+A wire message or block the body shares with earlier requests (a
+:class:`~contextfold.wire.anthropic.SharedMessage` or
 :class:`~contextfold.wire.anthropic.SharedBlock`, which cannot be changed) is written the same
-way, whole: its encoding is remembered by the block itself, so a resent view is neither walked
-nor escaped again below its messages.
+way, whole: its encoding is remembered by the value itself, so a resent view is neither walked
+nor escaped again, nor put together again from its blocks.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import secrets
 from collections import OrderedDict
 from typing import Any
 
-from contextfold.wire.anthropic import SharedBlock
+from contextfold.wire.anthropic import SharedBlock, SharedMessage
 
 __all__ = ["BodyEncoder"]
 
@@ -43,7 +44,10 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False)
 """One encoder for every call: ``json.dumps`` with an option makes a new one each time."""
 
 
-_WALKED = frozenset({str, dict, list, SharedBlock})
+_SHARED = frozenset({SharedBlock, SharedMessage})
+"""The values whose JSON each remembers (:meth:`SharedBlock.encoded`)."""
+
+_WALKED = frozenset({str, dict, list, *_SHARED})
 """The types :meth:`BodyEncoder._stand_in` looks into (or at)."""
 
 
@@ -52,12 +56,15 @@ def _dumps(value: Any) -> bytes:
 
 
 def _shares_blocks(body: Any) -> bool:
-    """True when ``body``'s middle message holds a :class:`SharedBlock` (a body the proxy
-    rendered from a session's view: then so do most of its messages)."""
+    """True when ``body``'s middle message is a :class:`SharedMessage` or holds a
+    :class:`SharedBlock` (a body the proxy rendered from a session's view: then so do most of
+    its messages)."""
     messages = body.get("messages") if type(body) is dict else None
     if type(messages) is not list or not messages:
         return False
     middle = messages[len(messages) // 2]
+    if type(middle) is SharedMessage:
+        return True
     content = middle.get("content") if type(middle) is dict else None
     return type(content) is list and any(type(block) is SharedBlock for block in content)
 
@@ -148,7 +155,7 @@ class BodyEncoder:
             copied_list: list[Any] = []
             for item in value:
                 kind = type(item)
-                if kind is SharedBlock:  # most of a resent body: no call for each
+                if kind in _SHARED:  # most of a resent body: no call for each
                     aside.append(item.encoded())
                     copied_list.append(self._stand_in_text)
                 elif kind is dict and (whole := _shared_message(item)) is not None:
@@ -159,7 +166,7 @@ class BodyEncoder:
                 else:
                     copied_list.append(item)
             return copied_list
-        if kind is SharedBlock:
+        if kind in _SHARED:
             aside.append(value.encoded())
             return self._stand_in_text
         return value

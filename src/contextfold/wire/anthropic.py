@@ -37,6 +37,8 @@ __all__ = [
     "RAW_ARGUMENTS_KEY",
     "AnthropicRequest",
     "SharedBlock",
+    "SharedContent",
+    "SharedMessage",
     "WireBlocks",
     "from_anthropic",
     "parse_anthropic_response",
@@ -91,45 +93,86 @@ class SharedBlock(dict[str, Any]):
             return self._json
 
     def _refuse(self, *args: object, **kwargs: object) -> Any:
-        raise TypeError("a shared wire block is not changed: copy it (dict(block))")
+        raise TypeError("a shared wire value is not changed: copy it (dict(value))")
 
     __setitem__ = __delitem__ = __ior__ = _refuse
     update = pop = popitem = setdefault = clear = _refuse
 
     def __reduce__(self) -> tuple[Any, ...]:
         # copy, deepcopy and pickle rebuild it from its items, never by setting them one by one
-        return (SharedBlock, (dict(self),))
+        return (type(self), (dict(self),))
+
+
+class SharedMessage(SharedBlock):
+    """A whole wire message ``{"role": ..., "content": [...]}`` that :class:`WireBlocks` hands
+    to every request that sends its neutral message as it is (not merged with the next one,
+    nor given a cache breakpoint: :func:`to_anthropic` copies it for those). Its content is a
+    :class:`SharedContent` of :class:`SharedBlock` s: nothing in it can be changed, so its JSON
+    is written once for every request, not put together again from its blocks each time."""
+
+    __slots__ = ()
+
+
+class SharedContent(list[dict[str, Any]]):
+    """The content list of a :class:`SharedMessage`: a ``list`` to every reader, which cannot
+    be changed (a caller copies it: ``list(content)``)."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object, **kwargs: object) -> Any:
+        raise TypeError("a shared wire value is not changed: copy it (list(content))")
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (SharedContent, (list(self),))
 
 
 class WireBlocks:
-    """The wire blocks of messages already rendered, remembered by message (the same object):
-    a caller that sends the same conversation again and again (the proxy sends a session's
-    whole view on every request) renders each message once, not once per request.
+    """The wire messages of neutral messages already rendered, remembered by message (the same
+    object): a caller that sends the same conversation again and again (the proxy sends a
+    session's whole view on every request) renders each message once, not once per request.
 
-    Each call gets the same blocks (:class:`SharedBlock`, which cannot be changed:
-    :func:`to_anthropic` copies the block it sets a cache breakpoint on) in a list of its own,
-    and what they hold is shared too: a tool call's ``input``, a result's content list. Only for
-    a caller that never changes those (the proxy writes the blocks to JSON as they are, and
-    remembers each block's JSON). At most ``size`` messages are remembered (then it starts
-    over); safe to share between threads.
+    Each call gets the same :class:`SharedMessage` for a message (its blocks
+    :class:`SharedBlock` s): none of it can be changed (:func:`to_anthropic` copies a message
+    it merges with the next one, or sets a cache breakpoint in), and what the blocks hold is
+    shared too: a tool call's ``input``, a result's content list. Only for a caller that never
+    changes those (the proxy writes the messages to JSON as they are, and remembers each
+    message's JSON). At most ``size`` messages are remembered (then it starts over); safe to
+    share between threads.
     """
 
     def __init__(self, size: int = 4096) -> None:
         self.size = size
-        self._by_id: dict[int, tuple[Message, tuple[SharedBlock, ...]]] = {}
+        self._by_id: dict[int, tuple[Message, SharedMessage | None]] = {}
 
-    def blocks(self, message: Message) -> list[dict[str, Any]]:
-        """:func:`_blocks` of ``message``, as :class:`SharedBlock` s: a new list, the same
-        blocks."""
+    def message(self, message: Message) -> SharedMessage | None:
+        """``message`` as one wire message (None when it has no block to send)."""
         entry = self._by_id.get(id(message))
         # The entry holds its message, so its id is not another message's while it is here.
         if entry is not None and entry[0] is message:
-            return list(entry[1])
-        blocks = tuple(SharedBlock(block) for block in _blocks(message))
+            return entry[1]
+        blocks = _blocks(message)
+        shared = None
+        if blocks:
+            content = SharedContent(SharedBlock(block) for block in blocks)
+            shared = SharedMessage({"role": _wire_role(message), "content": content})
         if len(self._by_id) >= self.size:
             self._by_id.clear()
-        self._by_id[id(message)] = (message, blocks)
-        return list(blocks)
+        self._by_id[id(message)] = (message, shared)
+        return shared
+
+
+def _wire_role(message: Message) -> str:
+    """The role of ``message``'s wire message: tool results travel in user messages."""
+    return "assistant" if message.role == "assistant" else "user"
+
+
+def _fresh_message(message: Message) -> dict[str, Any] | None:
+    """``message`` as one wire message of its own (None when it has no block to send)."""
+    blocks = _blocks(message)
+    return {"role": _wire_role(message), "content": blocks} if blocks else None
 
 
 def to_anthropic(
@@ -153,7 +196,7 @@ def to_anthropic(
     once, across calls (see :class:`WireBlocks`).
     """
     visible = [m for m in messages if m.meta.agent_visible]
-    blocks_of = _blocks if remembered is None else remembered.blocks
+    wire_of = _fresh_message if remembered is None else remembered.message
     system_texts = [system] if isinstance(system, str) else list(system or ())
     if not inline_system:
         system_texts += [m.text for m in visible if m.role == "system"]
@@ -176,41 +219,42 @@ def to_anthropic(
                 {"role": "system", "content": [{"type": "text", "text": message.text}]}
             )
             if index in marked:
-                _mark_last_cacheable_block(request.messages[-1])
+                request.messages[-1] = _marked(request.messages[-1])
             continue
-        blocks = [] if message.role == "system" else blocks_of(message)
-        if blocks:
-            role = "assistant" if message.role == "assistant" else "user"
+        wire = None if message.role == "system" else wire_of(message)
+        if wire is not None:
             previous = request.messages[-1] if request.messages else None
-            if previous is not None and previous["role"] == role:
-                _merge_into(previous, blocks)
+            if previous is not None and previous["role"] == wire["role"]:
+                request.messages[-1] = _merged(previous, wire["content"])
             else:
-                request.messages.append({"role": role, "content": blocks})
+                request.messages.append(wire)
         if index in marked and request.messages:
-            _mark_last_cacheable_block(request.messages[-1])
+            request.messages[-1] = _marked(request.messages[-1])
     return request
 
 
-def _mark_last_cacheable_block(message: dict[str, Any]) -> None:
-    # Thinking blocks cannot carry cache_control; the mark goes on the last block that can.
-    # The block is copied, marked: it may be a :class:`SharedBlock`, sent unmarked elsewhere.
-    content = message["content"]
+def _marked(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with a cache breakpoint on its last block that can carry one (thinking
+    blocks cannot), as a copy: the message, its content and the block may be shared
+    (:class:`SharedMessage`), sent unmarked by other requests."""
+    content = list(message["content"])
     for index in range(len(content) - 1, -1, -1):
         block = content[index]
         if block["type"] not in ("thinking", "redacted_thinking"):
             content[index] = {**block, "cache_control": dict(CACHE_CONTROL)}
-            return
+            break
+    return {**message, "content": content}
 
 
-def _merge_into(previous: dict[str, Any], blocks: list[dict[str, Any]]) -> None:
+def _merged(previous: dict[str, Any], blocks: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """``previous`` with ``blocks`` added, as a new message (``previous`` may be shared)."""
     content = previous["content"]
     if any(b["type"] == "tool_result" for b in blocks):
         # Anthropic wants tool results before any text in a user turn.
         results = [b for b in content if b["type"] == "tool_result"]
         others = [b for b in content if b["type"] != "tool_result"]
-        previous["content"] = results + blocks + others
-    else:
-        content.extend(blocks)
+        return {**previous, "content": [*results, *blocks, *others]}
+    return {**previous, "content": [*content, *blocks]}
 
 
 def _blocks(message: Message) -> list[dict[str, Any]]:
