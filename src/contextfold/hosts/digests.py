@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import compress, repeat
 
 from contextfold.messages import (
     ImagePart,
@@ -189,11 +191,13 @@ class DigestCache:
 
     def lookup(self, keys: Sequence[bytes]) -> list[bytes | None]:
         """The digest remembered for each key (None where there is none)."""
+        known = self._known
         with self._lock:
-            found = [self._known.get(key) for key in keys]
-            for key, digest in zip(keys, found, strict=True):
-                if digest is not None:
-                    self._known.move_to_end(key)
+            # A whole history is looked up on every request: the loops run in C (map), the
+            # keys found made the most recently used.
+            found = list(map(known.get, keys))
+            hits = compress(keys, map(operator.is_not, found, repeat(None)))
+            deque(map(known.move_to_end, hits), maxlen=0)
         return found
 
     def remember(self, pairs: Sequence[tuple[bytes, bytes]]) -> None:

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, repeat
 from json.decoder import scanstring  # type: ignore[attr-defined]
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from contextfold.hosts.digests import ArgumentDefaults, DigestCache, fingerprint
 
@@ -225,7 +227,7 @@ class KnownMessages:
     _checked: list[bytes | None] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._checked = self.cache.lookup([self.namespace + key for key in self.keys])
+        self._checked = self.cache.lookup(list(map(self.namespace.__add__, self.keys)))
 
     def indices(self) -> frozenset[int]:
         """The positions (in the body's ``messages``) of the messages already checked."""
@@ -243,18 +245,18 @@ class KnownMessages:
         remembered one where the message is known under ``context``, else taken by
         ``digest``; every one is then remembered, and its message as checked."""
         prefix = self.namespace + hashlib.sha256(context.encode()).digest()[:8]
-        keys = [prefix + key for key in self.keys[start : start + len(messages)]]
+        keys = list(map(prefix.__add__, self.keys[start : start + len(messages)]))
         if len(keys) != len(messages):  # no key for each message: nothing to remember by
             return [digest(message) for message in messages]
         found = self.cache.lookup(keys)
-        out = [d if d is not None else digest(m) for d, m in zip(found, messages, strict=True)]
-        new = [(k, d) for k, d, was in zip(keys, out, found, strict=True) if was is None]
-        if new:
-            checked = [
-                (self.namespace + self.keys[start + i], b"")
-                for i, was in enumerate(found)
-                if was is None
-            ]
+        # Only the few messages not remembered are visited (a resent history is found whole).
+        missing = list(compress(range(len(found)), map(operator.is_, found, repeat(None))))
+        out = cast("list[bytes]", found)
+        for index in missing:
+            out[index] = digest(messages[index])
+        if missing:
+            new = [(keys[i], out[i]) for i in missing]
+            checked = [(self.namespace + self.keys[start + i], b"") for i in missing]
             self.cache.remember(new + checked)
         return out
 
