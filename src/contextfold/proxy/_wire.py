@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from contextfold.errors import ProviderError
 from contextfold.messages import Message, ToolCallPart, Usage
@@ -26,6 +26,7 @@ __all__ = [
     "http_upstream_error",
     "message_reader",
     "sse",
+    "stream_bytes",
     "too_long",
 ]
 
@@ -232,6 +233,18 @@ def add_usage(total: dict[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+Event = TypeVar("Event")
+
+
+def stream_bytes(
+    stream: bool, events: Sequence[Event], write: Callable[[Event], bytes]
+) -> list[bytes]:
+    """``write`` of each of a reply's stream ``events``, for a client that reads the stream;
+    none for a client answered whole (a writer's ``body()`` is its reply): its encoder made the
+    events all the same, and adds them up into that body."""
+    return [write(event) for event in events] if stream else []
 
 
 def sse(data: Mapping[str, Any] | str, event: str | None = None) -> bytes:

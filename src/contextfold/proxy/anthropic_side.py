@@ -23,6 +23,7 @@ from contextfold.proxy._wire import (
     http_upstream_error,
     message_reader,
     sse,
+    stream_bytes,
 )
 from contextfold.wire import anthropic_request as anthropic_wire
 from contextfold.wire.anthropic import (
@@ -326,21 +327,23 @@ class Writer:
     def __init__(self, client: ClientRequest, model: str) -> None:
         self.encoder = AnthropicStreamEncoder(model=model)
         self.defaults = schema_defaults(client.tools)
+        self.stream = client.stream
 
     def feed(self, event: WireEvent) -> list[bytes]:
-        return [_sse(e) for e in self.encoder.feed(event)]
+        return stream_bytes(self.stream, self.encoder.feed(event), _sse)
 
     def end_round(self) -> list[bytes]:
-        return [_sse(e) for e in self.encoder.close_block()]
+        return stream_bytes(self.stream, self.encoder.close_block(), _sse)
 
     def finish(self, stop: str | None, usage: Usage | None) -> list[bytes]:
         if usage is not None:
             self.encoder.feed(UsageReport(usage))
-        return [_sse(e) for e in self.encoder.finish(stop)]
+        return stream_bytes(self.stream, self.encoder.finish(stop), _sse)
 
     def fail(self, error: ClientError) -> list[bytes]:
         failed = error_body(error)["error"]
-        return [_sse(e) for e in self.encoder.fail(failed["message"], kind=failed["type"])]
+        events = self.encoder.fail(failed["message"], kind=failed["type"])
+        return stream_bytes(self.stream, events, _sse)
 
     def body(self) -> dict[str, Any]:
         return self.encoder.response()

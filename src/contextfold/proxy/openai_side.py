@@ -23,6 +23,7 @@ from contextfold.proxy._wire import (
     http_upstream_error,
     message_reader,
     sse,
+    stream_bytes,
 )
 from contextfold.wire import chat_completions_request as openai_wire
 from contextfold.wire.chat_completions import from_openai_message, parse_openai_response
@@ -286,9 +287,10 @@ class Writer:
         wants_usage = isinstance(options, Mapping) and bool(options.get("include_usage"))
         self.encoder = ChatStreamEncoder(model=model, include_usage=wants_usage)
         self.defaults = schema_defaults(client.tools)
+        self.stream = client.stream
 
     def feed(self, event: WireEvent) -> list[bytes]:
-        return [sse(chunk) for chunk in self.encoder.feed(event)]
+        return stream_bytes(self.stream, self.encoder.feed(event), sse)
 
     def end_round(self) -> list[bytes]:
         return []  # one message: the rounds' texts join
@@ -296,10 +298,12 @@ class Writer:
     def finish(self, stop: str | None, usage: Usage | None) -> list[bytes]:
         if usage is not None:
             self.encoder.feed(UsageReport(usage))
-        return [*(sse(chunk) for chunk in self.encoder.finish(stop)), sse("[DONE]")]
+        chunks: list[Mapping[str, Any] | str] = [*self.encoder.finish(stop), "[DONE]"]
+        return stream_bytes(self.stream, chunks, sse)
 
     def fail(self, error: ClientError) -> list[bytes]:
-        return [sse(error_body(error)), sse("[DONE]")]
+        chunks: list[Mapping[str, Any] | str] = [error_body(error), "[DONE]"]
+        return stream_bytes(self.stream, chunks, sse)
 
     def body(self) -> dict[str, Any]:
         return self.encoder.completion()

@@ -21,7 +21,7 @@ from contextfold.errors import ProviderError
 from contextfold.hosts.digests import message_digest, schema_defaults
 from contextfold.messages import Message, Part, Usage
 from contextfold.proxy._request_json import KnownMessages
-from contextfold.proxy._wire import ClientError, ClientRequest
+from contextfold.proxy._wire import ClientError, ClientRequest, stream_bytes
 from contextfold.wire.responses import (
     ResponsesRequest,
     ResponsesRequestError,
@@ -269,25 +269,26 @@ class Writer:
             namespaces=parsed.namespaces if parsed else None,
             echo=echo,
         )
+        self.stream = client.stream
 
     @property
     def response_id(self) -> str:
         return self.encoder.response_id
 
     def feed(self, event: WireEvent) -> list[bytes]:
-        return [sse_bytes(e) for e in self.encoder.feed(event)]
+        return stream_bytes(self.stream, self.encoder.feed(event), sse_bytes)
 
     def end_round(self) -> list[bytes]:
-        return [sse_bytes(e) for e in self.encoder.close_items()]
+        return stream_bytes(self.stream, self.encoder.close_items(), sse_bytes)
 
     def finish(self, stop: str | None, usage: Usage | None) -> list[bytes]:
         if usage is not None:
             self.encoder.feed(UsageReport(usage))
-        return [sse_bytes(e) for e in self.encoder.finish(stop)]
+        return stream_bytes(self.stream, self.encoder.finish(stop), sse_bytes)
 
     def fail(self, error: ClientError) -> list[bytes]:
         code = _STREAM_CODES.get(error.kind, "server_error")
-        return [sse_bytes(e) for e in self.encoder.fail(error.message, code=code)]
+        return stream_bytes(self.stream, self.encoder.fail(error.message, code=code), sse_bytes)
 
     def body(self) -> dict[str, Any]:
         if self.encoder.response is None:
