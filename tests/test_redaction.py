@@ -4,6 +4,8 @@ inside strings stays valid, and redacting twice changes nothing."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -13,6 +15,7 @@ from benchmarks.ordinary_texts import ORDINARY_COUNT, ordinary_texts
 from benchmarks.secret_corpus import FORMATS, SecretSample, leaks, secret_samples
 from contextfold.redaction import redactor
 from contextfold.redaction.redactor import might_hold_secret, redact_json, redact_text
+from contextfold.redaction.rules import name_kind, value_is_secret
 
 PER_FORMAT = 4
 SAMPLES = secret_samples(seed=1414, per_format=PER_FORMAT)
@@ -195,3 +198,56 @@ def test_short_texts_redact_as_the_full_scan_does(parts: list[str]) -> None:
     # A short text no rule can start in is returned without the scan: the same text.
     text = "".join(parts)[: redactor.CACHED_TEXT_CHARS]
     assert redact_text(text) == (redactor._redact(text) if len(text) >= 8 else text)
+
+
+def _plain_redact_json(value: Any, key_kind: str | None = None) -> Any:
+    """What :func:`redact_json` means, spelled out without its shortcuts: every string and key
+    redacted, a string under a key naming a credential replaced whole when it is one."""
+    if isinstance(value, str):
+        if key_kind is not None and value_is_secret(value, key_kind, quoted=True, env_style=False):
+            return redactor.marker(key_kind)
+        return redact_text(value)
+    if isinstance(value, list | tuple):
+        return [_plain_redact_json(item) for item in value]
+    if isinstance(value, Mapping):
+        return {
+            (redact_text(k) if isinstance(k, str) else k): _plain_redact_json(
+                v, name_kind(k) if isinstance(k, str) else None
+            )
+            for k, v in value.items()
+        }
+    return value
+
+
+_KEYS = st.sampled_from(
+    ["content", "text", "api_key", "DB_PASSWORD", "token", "max_tokens", "auth", "id", "k"]
+) | st.sampled_from(_PIECES)
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.sampled_from(_PIECES)
+    | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=4).map(tuple)
+        | st.dictionaries(_KEYS, inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_JSON, _KEYS)
+def test_redact_json_equals_the_plain_walk_and_keeps_what_it_leaves_alone(
+    value: Any, key: str
+) -> None:
+    # The walk takes shortcuts for speed (exact types first, cached keys, scalars passed over):
+    # it must give what the plain walk gives, and the value itself (not a copy) when that is
+    # the same JSON, which the store relies on to keep the JSON text it has already.
+    for given_value in (value, {key: value}):
+        redacted = redact_json(given_value)
+        plain = _plain_redact_json(given_value)
+        assert json.dumps(redacted) == json.dumps(plain)
+        assert (redacted is given_value) == (json.dumps(plain) == json.dumps(given_value))

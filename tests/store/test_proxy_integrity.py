@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from contextfold.cli import app
-from contextfold.errors import ConcurrentWriteError, SessionNotFoundError
+from contextfold.errors import ConcurrentWriteError, SessionNotFoundError, UsageError
 from contextfold.messages import Message
 from contextfold.proxy.sessions import METADATA_KEY
 from contextfold.store import open_store
@@ -119,3 +119,40 @@ def test_sessions_check_reports_and_repairs(tmp_path: Path) -> None:
     assert "removed partial session" in repaired.output
     clean = runner.invoke(app, ["sessions", "check", "--store", str(path), "--json"])
     assert clean.exit_code == 0 and '"problems": []' in clean.output
+
+
+def test_a_failed_write_of_one_statement_in_an_atomic_block_undoes_nothing_else(
+    target: StoreTarget,
+) -> None:
+    # On SQLite such a write takes no savepoint of its own (issue 28): a failed SQLite
+    # statement undoes itself and leaves the transaction as it was, as the savepoint would.
+    with target.open() as store:
+        sid = store.create_session().id
+        with store.atomic():
+            store.append_messages(sid, [Message.user("one")])
+            with pytest.raises(UsageError):
+                store.create_session(session_id=sid)  # its INSERT fails: a duplicate key
+            with pytest.raises(SessionNotFoundError):
+                store.record_proxy_head("t", "h0", "ses_missing", 1, 1)
+            store.record_proxy_head("t", "h1", sid, 1, 1)
+            store.append_event(sid, "e", {"n": 1})
+            store.append_messages(sid, [Message.user("two")])
+        assert store.last_seq(sid) == 2
+        assert store.find_proxy_heads("t", ["h0", "h1"]) == {"h1": (sid, 1)}
+        assert [e.data for e in store.iter_events(sid)] == [{"n": 1}]
+        assert [s.id for s in store.list_sessions()] == [sid]
+        assert store.check_integrity() == []
+
+
+def test_sqlite_takes_savepoints_only_for_writes_of_several_statements(tmp_path: Path) -> None:
+    with open_store(tmp_path / "s.db", warn_wal_reset=False) as store:
+        sid = store.create_session().id
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)
+        with store.atomic():
+            store.append_messages(sid, [Message.user("one")])  # an insert and the touch
+            store.record_proxy_head("t", "h1", sid, 1, 1)
+            store.append_event(sid, "e", {"n": 1})
+            store.add_to_metadata(sid, "counts", {"requests": 1})
+        savepoints = [s for s in statements if s.startswith("SAVEPOINT")]
+        assert savepoints == ["SAVEPOINT contextfold_1"]

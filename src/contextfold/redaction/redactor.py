@@ -223,43 +223,85 @@ def redact_json(value: Any, serialized: str | None = None) -> Any:
     return _walk(value, None)
 
 
+_SCALARS = frozenset((int, float, bool, type(None)))
+"""The JSON types redaction never changes, passed over without a check of what else they are."""
+
+
 def _walk(value: Any, key_kind: str | None) -> Any:
     """``value`` redacted; ``value`` itself when nothing in it changed (a container is copied
     only when one of its members changed)."""
-    # Exact types first: a state or an edit is thousands of small lists and strings, and an
-    # ``isinstance`` check against ``Mapping`` (an ABC) costs more than the rest of the visit.
+    # Exact types first: a state, an edit or a message is thousands of small lists, strings and
+    # numbers, and an ``isinstance`` check against ``Mapping`` (an ABC) costs more than the rest
+    # of the visit.
     kind = type(value)
-    if kind is str or (kind is not list and kind is not dict and isinstance(value, str)):
-        if key_kind is not None:
-            if value_is_secret(value, key_kind, quoted=True, env_style=False):
-                return marker(key_kind)
-        elif len(value) < SHORTEST_SECRET_TEXT:
-            return value  # what redact_text gives it, without the call
-        # The string itself when nothing changed: the short-text cache returns the equal
-        # string it was first given, another object, and a container's copy is made only when
-        # a member is not the one it held.
-        redacted = redact_text(value)
-        return value if redacted == value else redacted
-    if kind is list or kind is tuple or isinstance(value, list | tuple):
-        items = [_walk(item, None) for item in value]
-        # A tuple that comes back unchanged is the tuple itself, as a list is: the state's
-        # facts are tuples, and a copy for each would look to the store like a redacted item,
-        # to be redacted again at every save (both are the same JSON list).
-        for new, old in zip(items, value, strict=True):
-            if new is not old:
-                return items
+    if kind is str:
+        return _walk_text(value, key_kind)
+    if kind is dict:
+        return _walk_mapping(value, False)
+    if kind is list or kind is tuple:
+        return _walk_items(value)
+    if kind in _SCALARS:
         return value
-    if kind is dict or isinstance(value, Mapping):
-        out: dict[Any, Any] = {}
-        changed = kind is not dict
-        for key, item in value.items():
-            if isinstance(key, str):
-                new_key = redact_text(key)
-                new_key = key if new_key == key else new_key
-                new_item = _walk(item, name_kind(key))
-            else:
-                new_key, new_item = key, _walk(item, None)
-            changed = changed or new_key is not key or new_item is not item
-            out[new_key] = new_item
-        return out if changed else value
+    if isinstance(value, str):
+        return _walk_text(value, key_kind)
+    if isinstance(value, list | tuple):
+        return _walk_items(value)
+    if isinstance(value, Mapping):
+        return _walk_mapping(value, True)  # not a dict: the copy is one
     return value
+
+
+def _walk_text(value: str, key_kind: str | None) -> str:
+    if key_kind is not None:
+        if value_is_secret(value, key_kind, quoted=True, env_style=False):
+            return marker(key_kind)
+    elif len(value) < SHORTEST_SECRET_TEXT:
+        return value  # what redact_text gives it, without the call
+    # The string itself when nothing changed: the short-text cache returns the equal string it
+    # was first given, another object, and a container's copy is made only when a member is
+    # not the one it held.
+    redacted = redact_text(value)
+    return value if redacted == value else redacted
+
+
+def _walk_items(value: list[Any] | tuple[Any, ...]) -> Any:
+    items = [
+        item
+        if (kind := type(item)) in _SCALARS
+        else _walk_text(item, None)
+        if kind is str
+        else _walk(item, None)
+        for item in value
+    ]
+    # A tuple that comes back unchanged is the tuple itself, as a list is: the state's facts
+    # are tuples, and a copy for each would look to the store like a redacted item, to be
+    # redacted again at every save (both are the same JSON list).
+    for new, old in zip(items, value, strict=True):
+        if new is not old:
+            return items
+    return value
+
+
+def _walk_mapping(value: Mapping[Any, Any], changed: bool) -> Any:
+    out: dict[Any, Any] = {}
+    for key, item in value.items():
+        if type(key) is str or isinstance(key, str):
+            redacted_key, key_kind = (
+                _key(key) if len(key) <= CACHED_TEXT_CHARS else _key.__wrapped__(key)
+            )
+            new_key = key if redacted_key is None else redacted_key
+            new_item = item if type(item) in _SCALARS else _walk(item, key_kind)
+        else:
+            new_key, new_item = key, _walk(item, None)
+        changed = changed or new_key is not key or new_item is not item
+        out[new_key] = new_item
+    return out if changed else value
+
+
+@lru_cache(maxsize=CACHED_TEXTS)
+def _key(key: str) -> tuple[str | None, str | None]:
+    """An object key redacted (None when redaction leaves it as it is), and the kind of
+    credential it names (see :func:`~contextfold.redaction.rules.name_kind`): the same few keys
+    recur in every message, state and event."""
+    redacted = redact_text(key)
+    return (None if redacted == key else redacted), name_kind(key)
