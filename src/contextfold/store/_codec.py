@@ -87,9 +87,10 @@ class EncodedStates:
     came from: a part whose plain JSON is unchanged is not redacted again, which is where the
     time of a save went (redaction walks every string of the part). The plain JSON is compared
     rather than the value, so a value changed in place by its owner is never mistaken for the
-    one saved before; only a string or tuple given again as the very object encoded last time
-    is not encoded again (``_UNCHANGEABLE``: the 40 KB of facts, the ledger and the system text
-    are most of a state, and encoding them to find them unchanged was most of a save).
+    one saved before; only a tuple given again as the very object encoded last time, or a
+    string or integer equal to the one encoded last time, is not encoded again
+    (``_UNCHANGEABLE``: the 40 KB of facts, the ledger and the system text are most of a state,
+    and encoding them to find them unchanged was most of a save).
     A list part that did change (the facts the loss reports probed, reordered
     and grown at each compaction) mostly holds items it held before: the items that redaction
     left unchanged are remembered by content, and only the others are redacted again.
@@ -115,8 +116,8 @@ class EncodedStates:
         parts: dict[str, _EncodedPart] = {}
         for key, value in state.items():
             hit = saved.get(key)
-            if hit is not None and value is hit.value and type(value) in _UNCHANGEABLE:
-                parts[key] = hit  # the very value encoded last time: no need to encode it
+            if hit is not None and _unchanged(value, hit.value):
+                parts[key] = hit  # the value encoded last time: no need to encode it
                 continue
             plain = dumps(value)
             if hit is not None and hit.plain == plain:
@@ -129,7 +130,7 @@ class EncodedStates:
                 stored, clean = _redacted_part(
                     key, value, plain, hit.clean if hit is not None else frozenset()
                 )
-            kept = value if type(value) in _UNCHANGEABLE else None
+            kept = value if type(value) in _UNCHANGEABLE else _NOT_KEPT
             parts[key] = _EncodedPart(plain, stored, clean, kept)
         with self._lock:
             kept = self._sessions.get(session_id)
@@ -180,14 +181,36 @@ class _EncodedPart(NamedTuple):
     stored: str
     clean: frozenset[Hashable]
     value: Any
-    """The value encoded, when it is one its producer never changes (see ``_UNCHANGEABLE``)."""
+    """The value encoded, when it is one its producer never changes (see ``_UNCHANGEABLE``;
+    ``_NOT_KEPT`` otherwise)."""
 
 
-_UNCHANGEABLE = (str, tuple)
-"""The types of a part that is taken as never changed in place: a string, or a tuple whose
-items its producer never changes either (the engine keeps its ledger and facts that way). Given
-again as the same object, such a part is not encoded again; any other part is, and compared by
-its JSON, so a value changed in place by its owner is never mistaken for the one saved before."""
+_UNCHANGEABLE = (str, tuple, int, bool, type(None))
+"""The types of a part that is taken as never changed in place: a string, a number that is
+not a float, ``None``, or a tuple whose items its producer never changes either (the engine
+keeps its ledger and facts that way). Such a part given again (see :func:`_unchanged`) is not
+encoded again; any other part is, and compared by its JSON, so a value changed in place by its
+owner is never mistaken for the one saved before."""
+
+_EQUAL_MEANS_SAME_JSON = frozenset((str, int, bool, type(None)))
+"""Types whose equal values have the same JSON (unlike floats: ``0.0 == -0.0``)."""
+
+
+_NOT_KEPT = object()
+"""What a part's memory holds instead of a value that may change in place (no value matches
+it)."""
+
+
+def _unchanged(value: Any, kept: Any) -> bool:
+    """Whether ``value`` has the JSON of ``kept``, a part's value encoded before (or
+    ``_NOT_KEPT``), known without encoding it: an equal string or integer (the turn number,
+    the system text), or the very tuple encoded before."""
+    kind = type(value)
+    if kind is not type(kept):
+        return False
+    if kind in _EQUAL_MEANS_SAME_JSON:
+        return bool(value == kept)
+    return kind is tuple and value is kept
 
 
 class _StateMemory:
@@ -322,8 +345,25 @@ class EncodedMessages:
     def encode_view(self, session_id: str, view: Sequence[Message]) -> tuple[str, bool]:
         """The stored JSON of a snapshot's view (a list of messages), and whether redaction
         changed any message."""
-        encoded = [self.encode(session_id, m) for m in view]
-        return "[" + ",".join(text for text, _ in encoded) + "]", any(r for _, r in encoded)
+        # Mostly messages encoded before: all looked up under the lock at once, the others
+        # encoded one by one.
+        with self._lock:
+            entries = self._sessions.get(session_id)
+            items = entries.items if entries is not None else {}
+            found = [items.get(id(m)) for m in view]
+            if entries is not None:
+                self._sessions.move_to_end(session_id)
+        texts: list[str] = []
+        redacted = False
+        for message, hit in zip(view, found, strict=True):
+            text, changed = (
+                (hit[1], hit[2])
+                if hit is not None and hit[0] is message
+                else self.encode(session_id, message)
+            )
+            texts.append(text)
+            redacted = redacted or changed
+        return "[" + ",".join(texts) + "]", redacted
 
     def keep_only(self, session_id: str, view: Sequence[Message]) -> None:
         """Forget the session's entries for messages not in ``view`` (after its snapshot)."""
