@@ -25,7 +25,13 @@ from contextfold.messages import Message
 from contextfold.replay import DEFAULT_PRESETS, replay
 from contextfold.retention import _fact_index as fact_index
 from contextfold.retention import loss as loss_module
-from contextfold.retention.ledger import Ledger, LedgerItem, stored_refs
+from contextfold.retention.ledger import (
+    Identifiers,
+    Ledger,
+    LedgerItem,
+    message_identifiers,
+    stored_refs,
+)
 from contextfold.retention.loss import (
     LossItem,
     LossReport,
@@ -102,8 +108,8 @@ def plain_report(
 @contextmanager
 def checked_reports(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[LossReport]]:
     """Check every report a session's tracker makes against a new tracker's and the plain
-    one, and the ledger items it finds out of view and the refs it finds stored against plain
-    lookups; the reports made."""
+    one, and the ledger items it finds out of view, the refs it finds stored and the
+    identifiers it read of each message against plain lookups; the reports made."""
     made: list[LossReport] = []
     kept = LossTracker.report
 
@@ -133,7 +139,15 @@ def checked_reports(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[LossReport
         assert got == stored_refs(view)
         return got
 
+    kept_identifiers = LossTracker.identifiers
+
+    def identifiers(self: LossTracker, message: Message) -> Identifiers:
+        got = kept_identifiers(self, message)
+        assert got == message_identifiers(message)
+        return got
+
     with monkeypatch.context() as patch:
+        patch.setattr(loss_module.LossTracker, "identifiers", identifiers)
         patch.setattr(loss_module.LossTracker, "stored_refs", stored)
         patch.setattr(loss_module.LossTracker, "report", report)
         patch.setattr(loss_module.LossTracker, "left_the_view", left_the_view)

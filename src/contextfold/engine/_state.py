@@ -181,6 +181,7 @@ class TurnState:
             result.before_view,
             readable_refs=readable,
             only=departed(result.before_view, result.view),
+            identifiers=self.losses.identifiers,
         )
         ledger = previous.merged(
             self.losses.left_the_view(items, result.view),

@@ -42,6 +42,7 @@ __all__ = [
     "LedgerItem",
     "LedgerKind",
     "ledger_items",
+    "message_identifiers",
     "output_ref",
     "stored_refs",
     "token_budget",
@@ -169,6 +170,9 @@ _TRAILING = ".,;:!?'\"\\"
 _COUNTER = HeuristicCounter()
 _RefOf: TypeAlias = Callable[[str], str | None]
 """The readable ref of a call's output, by call id."""
+Identifiers: TypeAlias = tuple[tuple[str | None, str], ...]
+"""A message's identifiers (see :func:`message_identifiers`): each with the call id of the output
+it was found in (``None``: in the message's text or a call's arguments)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,6 +380,7 @@ def ledger_items(
     *,
     readable_refs: Collection[str] = frozenset(),
     only: Collection[str] | None = None,
+    identifiers: Callable[[Message], Identifiers] | None = None,
 ) -> list[LedgerItem]:
     """The ledger items of ``messages``, in the order they happened (duplicates included; a
     :class:`Ledger` merges them).
@@ -384,6 +389,8 @@ def ledger_items(
     it): a ref whose output was never stored would send the model to a dead end. With ``only``
     (message ids), just the items of those messages: a call whose call or result is one of them,
     identifiers in them (what left the view, when they are the messages a compaction took).
+    ``identifiers`` gives a message's :func:`message_identifiers` (by default computed here; a
+    session reads them once per message, as it arrives).
     """
     results: dict[str, ToolResultPart] = {}
     for message in messages:
@@ -406,30 +413,36 @@ def ledger_items(
             items.append(LedgerItem("command", _clip(action.summary.strip()), ref))
         if action.failed:
             items.extend(LedgerItem("error", _clip(line), ref) for line in action.errors)
+    of = identifiers or message_identifiers
     for message in messages:
         if only is None or message.id in only:
-            items.extend(_identifiers(message, ref_of))
+            items.extend(
+                LedgerItem("identifier", found, ref_of(call_id) if call_id is not None else None)
+                for call_id, found in of(message)
+            )
     return items
 
 
-def _identifiers(message: Message, ref_of: _RefOf) -> Iterator[LedgerItem]:
-    """The identifiers in ``message``'s text and tool outputs (not in the engine's own refs,
-    and never one that looks like a secret)."""
-    taken = 0
+def message_identifiers(message: Message) -> Identifiers:
+    """The identifiers in ``message``'s text, tool outputs and call arguments, in that order
+    within each part, at most :data:`MAX_IDENTIFIERS_PER_MESSAGE` (not the engine's own refs,
+    and never one that looks like a secret), each with the call id of the output it was found
+    in (whose ref the ledger item gets, when it is readable)."""
+    found: list[tuple[str | None, str]] = []
     for part in message.parts:
         if isinstance(part, TextPart):
-            text, ref = part.text, None
+            text, call_id = part.text, None
         elif isinstance(part, ToolResultPart):
-            text, ref = part.content, ref_of(part.call_id)
+            text, call_id = part.content, part.call_id
         elif isinstance(part, ToolCallPart):
-            text, ref = part.arguments, None
+            text, call_id = part.arguments, None
         else:
             continue
-        for found in _text_identifiers(text):
-            yield LedgerItem("identifier", found, ref)
-            taken += 1
-            if taken >= MAX_IDENTIFIERS_PER_MESSAGE:
-                return
+        for identifier in _text_identifiers(text):
+            found.append((call_id, identifier))
+            if len(found) >= MAX_IDENTIFIERS_PER_MESSAGE:
+                return tuple(found)
+    return tuple(found)
 
 
 @lru_cache(maxsize=IDENTIFIER_CACHE_TEXTS)

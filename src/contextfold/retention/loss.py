@@ -37,7 +37,14 @@ from typing import Any, Literal, TypeAlias
 from contextfold.events import LossReported
 from contextfold.messages import Message, SummaryPart
 from contextfold.retention._fact_index import FactIndex
-from contextfold.retention.ledger import Ledger, LedgerItem, output_ref, stored_refs
+from contextfold.retention.ledger import (
+    Identifiers,
+    Ledger,
+    LedgerItem,
+    message_identifiers,
+    output_ref,
+    stored_refs,
+)
 from contextfold.retention.probes import (
     Probe,
     ProbeKind,
@@ -253,8 +260,8 @@ def loss_report(
 
 @dataclass(frozen=True, slots=True)
 class _MessageText:
-    """What the loss report reads of one message: its texts, normalized, and the refs it
-    names (on its tool results and in its texts)."""
+    """What the loss report and the ledger read of one message: its texts, normalized, the
+    refs it names (on its tool results and in its texts) and its identifiers."""
 
     summary: bool
     texts: tuple[str, ...]
@@ -262,6 +269,9 @@ class _MessageText:
     stored: frozenset[str]
     """The refs of the outputs the message stands for (see
     :func:`~contextfold.retention.ledger.stored_refs`)."""
+    identifiers: Identifiers
+    """What the ledger lists of it once it leaves the view (see
+    :func:`~contextfold.retention.ledger.message_identifiers`)."""
 
     @classmethod
     def of(cls, message: Message) -> _MessageText:
@@ -272,18 +282,24 @@ class _MessageText:
             if normalized:
                 texts.append(normalized)
             refs.update(named)
-        return cls(is_summary(message), tuple(texts), frozenset(refs), stored_refs([message]))
+        return cls(
+            is_summary(message),
+            tuple(texts),
+            frozenset(refs),
+            stored_refs([message]),
+            message_identifiers(message),
+        )
 
 
 class LossTracker:
     """A session's loss reports, each the same as :func:`loss_report`'s, computed from what
     the earlier ones read.
 
-    It remembers only what never changes: a message's normalized texts (messages are
-    immutable), a stored output's text (refs are content addresses), and which facts each text
-    shows (:class:`~contextfold.retention._fact_index.FactIndex`). So a report searches the
-    texts new since the last one for every fact, and the facts new since then in every text;
-    the rest is set lookups. What no view holds any more is let go at each report.
+    It remembers only what never changes: a message's normalized texts and identifiers
+    (messages are immutable), a stored output's text (refs are content addresses), and which
+    facts each text shows (:class:`~contextfold.retention._fact_index.FactIndex`). So a report
+    searches the texts new since the last one for every fact, and the facts new since then in
+    every text; the rest is set lookups. What no view holds any more is let go at each report.
     """
 
     def __init__(self) -> None:
@@ -302,7 +318,7 @@ class LossTracker:
         first report reads its messages as it did."""
         if not self._reported:
             return
-        read = self._read_messages((message,))[message.id][1]
+        read = self._read(message)
         self._index.hold(read.texts, split=not read.summary)
 
     def report(
@@ -402,17 +418,27 @@ class LossTracker:
         found = self._index.found_in(texts, {n for each in needles.values() for n in each})
         return [item for item in items if found.isdisjoint(needles[item])]
 
+    def identifiers(self, message: Message) -> Identifiers:
+        """:func:`~contextfold.retention.ledger.message_identifiers` of ``message``, read once
+        (as it arrived, or at the report that first met it)."""
+        return self._read(message).identifiers
+
     def _read_messages(self, view: Sequence[Message]) -> dict[str, tuple[Message, _MessageText]]:
-        """Each message of ``view`` with what the report reads of it, by id (read once per
-        message: a message edited in place keeps its id, so the message itself is compared)."""
+        """Each message of ``view`` with what the report reads of it, by id (see
+        :meth:`_read`)."""
         read: dict[str, tuple[Message, _MessageText]] = {}
         for message in view:
-            known = self._messages.get(message.id)
-            if known is None or (known[0] is not message and known[0] != message):
-                known = (message, _MessageText.of(message))
-                self._messages[message.id] = known
-            read[message.id] = known
+            read[message.id] = (message, self._read(message))
         return read
+
+    def _read(self, message: Message) -> _MessageText:
+        """What the report reads of ``message``, read once per message (a message edited in
+        place keeps its id, so the message itself is compared)."""
+        known = self._messages.get(message.id)
+        if known is None or (known[0] is not message and known[0] != message):
+            known = (message, _MessageText.of(message))
+            self._messages[message.id] = known
+        return known[1]
 
     def _read_outputs(
         self, refs: Iterable[str], read_ref: Callable[[str], str | None] | None
