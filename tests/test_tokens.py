@@ -24,6 +24,7 @@ from contextfold.messages import (
     ToolResultPart,
     Usage,
 )
+from contextfold.tokens import tokenizers
 from contextfold.tokens.counters import (
     IMAGE_TOKENS,
     IMAGE_TOKENS_LOW_DETAIL,
@@ -378,6 +379,38 @@ def test_counting_lines_is_counting_them_joined(lines: list[str], scale: float) 
     added = heuristic_lines([heuristic_parts(line) for line in lines])
     if added is not None:
         assert added == heuristic_tokens(joined)  # the same float, not merely the same count
+
+
+def _found_by_the_class_patterns(text: str) -> tuple[list[int], str]:
+    """What the heuristic's classes are defined as: each class pattern's matches in ``text``
+    with its random runs blanked (every long run tested, each blanked or put back)."""
+    blanked = tokenizers._RANDOM_RUN.sub(
+        lambda m: " " if tokenizers._is_random(m[0]) else m[0], text
+    )
+    return [len(p.findall(blanked)) for _, p, _ in tokenizers._HEURISTIC_CLASSES], blanked
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_LINE_PIECES | st.text(max_size=8), max_size=12).map("".join))
+def test_the_classes_are_found_as_their_patterns_find_them(text: str) -> None:
+    """The heuristic finds each class a faster way (other patterns, none of the non-ASCII
+    classes in ASCII text, long whitespace from the indents, no blanking without a random
+    run): as many matches as the class's own pattern, so the same float."""
+    expected, blanked = _found_by_the_class_patterns(text)
+    assert tokenizers._random_runs(text)[1] == blanked
+    assert tokenizers._class_matches(blanked) == expected
+
+
+def test_the_classes_are_found_as_their_patterns_find_them_in_real_transcripts() -> None:
+    from contextfold.transcripts import load_transcript
+    from tests.conftest import shared_path
+
+    folder = shared_path("trajectories", "mini-swe-agent-deepseek")
+    for path in sorted(folder.glob("*.json"))[:4]:
+        for message in load_transcript(path).messages:
+            for text in [message.text, *(r.content for r in message.tool_results)]:
+                expected, blanked = _found_by_the_class_patterns(text)
+                assert tokenizers._class_matches(blanked) == expected
 
 
 def test_a_ledger_like_listing_is_counted_from_its_lines() -> None:

@@ -51,6 +51,56 @@ _HEURISTIC_CLASSES: tuple[tuple[str, re.Pattern[str], float], ...] = (
     ("carriage_return", re.compile(r"\r"), 0.218),
 )
 
+_FASTER_PATTERNS: dict[str, re.Pattern[str]] = {
+    # Each finds as many matches as its class's pattern, faster. A word piece's optional first
+    # character is never a letter, and punctuation's optional space never punctuation: without
+    # them the pieces are as many, and the pattern is not tried at every character (word
+    # pieces: twice as fast).
+    "word": re.compile(r"[A-Z]+[a-z]*|[a-z]+"),
+    "punctuation": re.compile(r"[^\w\s]+"),
+    # \s*\n matches once per run of whitespace holding a line break (the first try in the
+    # run takes all of it, backing up to its last break); tried at each character of every
+    # run, it scans the rest of the run each time. \n\s* finds the same runs from their first
+    # break (ten times as fast).
+    "newline": re.compile(r"\n\s*"),
+}
+_NOT_ASCII_CLASSES = frozenset({"cjk", "other_letter", "symbol"})
+"""Classes no ASCII character belongs to: an ASCII text (most are) has no match of them."""
+_LONG_WHITESPACE_CHARS = 64
+"""The run of spaces and tabs the long_whitespace class charges once."""
+
+_CLASS_INDEX = {name: i for i, (name, _, _) in enumerate(_HEURISTIC_CLASSES)}
+_INDENT_CLASS = _CLASS_INDEX["indent"]
+_LONG_WHITESPACE_CLASS = _CLASS_INDEX["long_whitespace"]
+
+
+def _finders(skipped: frozenset[str]) -> tuple[re.Pattern[str] | None, ...]:
+    return tuple(
+        None if name in skipped else _FASTER_PATTERNS.get(name, pattern)
+        for name, pattern, _ in _HEURISTIC_CLASSES
+    )
+
+
+# long_whitespace is read off the indent class's matches (see _class_matches).
+_FINDERS = _finders(frozenset({"long_whitespace"}))
+_ASCII_FINDERS = _finders(_NOT_ASCII_CLASSES | {"long_whitespace"})
+
+
+def _class_matches(text: str) -> list[int]:
+    """``len(pattern.findall(text))`` for each class of :data:`_HEURISTIC_CLASSES`, in order,
+    found faster (a third of the time on the texts the integrations count): the patterns of
+    :data:`_FASTER_PATTERNS` instead, none of the classes an ASCII text cannot hold, and
+    long_whitespace from the indent class's matches: those are the runs of two or more spaces
+    and tabs, whole, and ``[ \t]{64}`` matches ``len // 64`` times in each."""
+    finders = _ASCII_FINDERS if text.isascii() else _FINDERS
+    found = [finder.findall(text) if finder is not None else [] for finder in finders]
+    matches = list(map(len, found))
+    runs: list[str] = found[_INDENT_CLASS]
+    if max(map(len, runs), default=0) >= _LONG_WHITESPACE_CHARS:
+        matches[_LONG_WHITESPACE_CLASS] = sum(len(run) // _LONG_WHITESPACE_CHARS for run in runs)
+    return matches
+
+
 # Base64 and hex runs: BPE finds no merges in random text.
 _RANDOM_RUN = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
 _HEX_RUN = re.compile(r"[0-9a-fA-F]+")
@@ -105,8 +155,8 @@ def heuristic_tokens(text: str) -> float:
     runs, text = _random_runs(text)
     for run in runs:
         tokens += run
-    for _, pattern, cost in _HEURISTIC_CLASSES:
-        tokens += cost * len(pattern.findall(text))
+    for (_, _, cost), matches in zip(_HEURISTIC_CLASSES, _class_matches(text), strict=True):
+        tokens += cost * matches
     return tokens
 
 
@@ -120,6 +170,8 @@ def _random_runs(text: str) -> tuple[list[float], str]:
         if _is_random(run):
             per = _HEX_CHARS_PER_TOKEN if _HEX_RUN.fullmatch(run) else _BASE64_CHARS_PER_TOKEN
             tokens.append(len(run) / per)
+    if not tokens:  # long runs, none random (paths, mostly): nothing to blank
+        return tokens, text
     return tokens, _RANDOM_RUN.sub(lambda m: " " if _is_random(m[0]) else m[0], text)
 
 
@@ -139,13 +191,13 @@ class HeuristicParts:
 def heuristic_parts(line: str) -> HeuristicParts:
     """What :func:`heuristic_tokens` counts in ``line``."""
     runs, line = _random_runs(line)
-    matches = tuple(len(pattern.findall(line)) for _, pattern, _ in _HEURISTIC_CLASSES)
+    matches = tuple(_class_matches(line))
     return HeuristicParts(
         tuple(runs), matches, "\n" not in line and not line.isspace() and bool(line)
     )
 
 
-_NEWLINE_CLASS = next(i for i, (name, _, _) in enumerate(_HEURISTIC_CLASSES) if name == "newline")
+_NEWLINE_CLASS = _CLASS_INDEX["newline"]
 
 
 def heuristic_lines(lines: Sequence[HeuristicParts]) -> float | None:
