@@ -29,6 +29,7 @@ from contextfold import ContextEngine, ContextPolicy, Message, model_for_window
 from contextfold.history.repair import history_rules_for, validate
 from contextfold.hosts.digests import message_digest
 from contextfold.integrations._openai_agents_items import (
+    RAW_ITEMS_KEY,
     Item,
     ItemsToMessages,
     MessagesToItems,
@@ -219,6 +220,17 @@ def test_view_items_follow_a_view_that_keeps_drops_and_reorders_its_messages(
     for shown in views:
         expected = items_from_messages(shown, raw_items_by_digest(history))
         assert view.items(shown, history) == expected
+
+
+def test_a_message_keeps_copies_of_the_sdk_input_and_the_log_items_themselves() -> None:
+    """The SDK's input items may change after the call: a message made from them keeps copies.
+    The session's item log is copies already, never changed in place: kept as they are."""
+    item: Item = {"role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}
+    (from_input,) = ItemsToMessages().convert([item])
+    (kept,) = from_input.meta.provider[RAW_ITEMS_KEY]
+    assert kept == item and kept is not item and kept["content"] is not item["content"]
+    (from_log,) = ItemsToMessages().convert([item], owned=True)
+    assert from_log.meta.provider[RAW_ITEMS_KEY][0] is item
 
 
 def test_a_reply_that_goes_on_is_converted_again() -> None:

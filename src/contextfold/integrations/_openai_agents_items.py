@@ -137,26 +137,29 @@ def _reply_parts(item: Item) -> list[Part]:
     return [TextPart(f"[{kind}] {json.dumps(item, sort_keys=True, default=str)}")]
 
 
-def _with_raw(role: str, parts: Sequence[Part], raw: list[Item], **meta: Any) -> Message:
-    provider = {RAW_ITEMS_KEY: copy.deepcopy(raw)}
-    return Message(role, tuple(parts), meta=Meta(provider=provider, **meta))  # type: ignore[arg-type]
-
-
 def messages_from_items(items: Iterable[object]) -> list[Message]:
     """The SDK's items as contextfold messages, each keeping the items it was made from."""
     return _messages_from_items(items, {})
 
 
-def _messages_from_items(items: Iterable[object], call_names: dict[str, str]) -> list[Message]:
+def _messages_from_items(
+    items: Iterable[object], call_names: dict[str, str], *, owned: bool = False
+) -> list[Message]:
     """:func:`messages_from_items`; ``call_names`` holds the names of the calls made before
-    ``items`` (a tool result names its call), and gains those of ``items``."""
+    ``items`` (a tool result names its call), and gains those of ``items``. A message keeps a
+    copy of its items, the caller's could change in place; ``owned``: they never do (the
+    session's item log, copies already), so it keeps them as they are."""
     messages: list[Message] = []
     reply: list[Item] = []
+
+    def with_raw(role: str, parts: Sequence[Part], raw: list[Item], **meta: Any) -> Message:
+        provider = {RAW_ITEMS_KEY: raw if owned else copy.deepcopy(raw)}
+        return Message(role, tuple(parts), meta=Meta(provider=provider, **meta))  # type: ignore[arg-type]
 
     def close_reply() -> None:
         if reply:
             parts = [p for item in reply for p in _reply_parts(item)]
-            messages.append(_with_raw("assistant", parts, list(reply)))
+            messages.append(with_raw("assistant", parts, list(reply)))
             reply.clear()
 
     for raw in items:
@@ -171,11 +174,11 @@ def _messages_from_items(items: Iterable[object], call_names: dict[str, str]) ->
             call_id = str(item.get("call_id", ""))
             content, images = _output_content(item.get("output", ""))
             result = ToolResultPart(call_id, call_names.get(call_id, ""), content, images=images)
-            messages.append(_with_raw("tool", [result], [item], kind="tool_result"))
+            messages.append(with_raw("tool", [result], [item], kind="tool_result"))
         else:
             role = _role(item) or "user"
             neutral = "system" if role in ("system", "developer") else "user"
-            messages.append(_with_raw(neutral, _content_parts(item.get("content")), [item]))
+            messages.append(with_raw(neutral, _content_parts(item.get("content")), [item]))
     close_reply()
     return messages
 
@@ -223,7 +226,7 @@ class ItemsToMessages:
             if kept < len(self._messages):  # not a continuation: the names of what remains
                 remains = self._messages[:kept]
                 self._call_names = {c.call_id: c.name for m in remains for c in m.tool_calls}
-            new = _messages_from_items(plain[start:], self._call_names)
+            new = _messages_from_items(plain[start:], self._call_names, owned=owned)
             self._messages = self._messages[:kept] + new
             self._items = self._items[:start] + [i for m in new for i in _raw_items(m)]
             # An owned source's items are now those of every message (the new ones were made
