@@ -7,7 +7,7 @@ Everything here is synchronous and touches the store; the server runs it on work
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from contextfold.engine import ContextEngine, PreparedRequest, Session
@@ -21,6 +21,7 @@ from contextfold.proxy._kept_sessions import KeptSessions
 from contextfold.proxy._latest_turn import latest_turn_missing
 from contextfold.proxy._wire import ClientError, ClientRequest, RoundReply
 from contextfold.proxy.sessions import METADATA_KEY
+from contextfold.tool_spec import ToolSpec
 from contextfold.tools.deferral import engine_tools
 
 __all__ = ["ENGINE_TOOL_NAMES", "Conversation"]
@@ -51,6 +52,36 @@ REPLY_RETRY_MAX_SHARE = 0.5
 
 LIMIT_STOPS = frozenset({"max_tokens", "length"})
 """Stop reasons that mean the reply hit its ``max_tokens`` (Anthropic's, OpenAI's)."""
+
+
+class _ClientTools:
+    """The client's tools as the engine takes them (``source="client"``), made once per tool
+    list. A client resends the same tools on every request, and its reader hands them over as
+    the very same tuple of specs (``wire.anthropic_models.CheckedValues``); the engine
+    remembers each tool's schema encoding by tool object (``tool_spec.SchemaMemo``), so specs
+    made anew for every request were encoded again on every request. At most ``size`` lists
+    are remembered (then it starts over); a list that is not a tuple (it could be changed) is
+    not. Safe to share between threads: a lost entry costs one making."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._made: dict[int, tuple[Sequence[ToolSpec], list[ToolSpec]]] = {}
+
+    def of(self, tools: Sequence[ToolSpec]) -> list[ToolSpec]:
+        """``tools``, each with ``source="client"`` (a new list; the same specs each time)."""
+        entry = self._made.get(id(tools))
+        # The entry holds its tuple, so its id is no other value's while it is here.
+        if entry is not None and entry[0] is tools:
+            return list(entry[1])
+        made = [replace(tool, source="client") for tool in tools]
+        if type(tools) is tuple:
+            if len(self._made) >= self.size:
+                self._made.clear()
+            self._made[id(tools)] = (tools, made)
+        return list(made)
+
+
+_CLIENT_TOOLS = _ClientTools()
 
 
 class Conversation:
@@ -92,7 +123,7 @@ class Conversation:
         self.created = False
         """This request made the session (it is deleted again when the request is refused)."""
         # The client's tools are deferrable: a deferral is better than a refusal.
-        self.tools = [replace(tool, source="client") for tool in client.tools]
+        self.tools = _CLIENT_TOOLS.of(client.tools)
         # Engine tools go only into requests that carry tools (a client's side request, such as
         # a title, stays as small as it was), and not when the client has a tool of the same
         # name: its own wins.
