@@ -150,9 +150,34 @@ def test_sqlite_takes_savepoints_only_for_writes_of_several_statements(tmp_path:
         statements: list[str] = []
         store._conn.set_trace_callback(statements.append)
         with store.atomic():
-            store.append_messages(sid, [Message.user("one")])  # an insert and the touch
+            store.append_messages(sid, [Message.user("one")])  # the touch waits for the end
             store.record_proxy_head("t", "h1", sid, 1, 1)
             store.append_event(sid, "e", {"n": 1})
             store.add_to_metadata(sid, "counts", {"requests": 1})
+            store.append_messages(sid, [Message.user("two"), Message.user("three")])
         savepoints = [s for s in statements if s.startswith("SAVEPOINT")]
-        assert savepoints == ["SAVEPOINT contextfold_1"]
+        assert savepoints == ["SAVEPOINT contextfold_1"]  # the append of two rows
+        touches = [s for s in statements if s.startswith("UPDATE sessions SET updated")]
+        assert len(touches) == 1
+
+
+def test_appends_in_an_atomic_block_touch_their_sessions_once_at_its_end(
+    target: StoreTarget,
+) -> None:
+    with target.open() as store:
+        first, second = store.create_session().id, store.create_session().id
+        store.append_messages(second, [Message.user("kept", id="msg_dup")])
+        before = {s.id: s.updated for s in store.list_sessions()}
+        with store.atomic():
+            store.append_messages(first, [Message.user("one")])
+            # Its second row fails: the append undoes itself, and is no activity.
+            with pytest.raises(UsageError):
+                store.append_messages(
+                    second, [Message.user("new"), Message.user("x", id="msg_dup")]
+                )
+            assert store.get_session(first).updated == before[first]  # not yet
+        after = {s.id: s.updated for s in store.list_sessions()}
+        assert after[first] > before[first]
+        assert after[second] == before[second]
+        assert store.last_seq(second) == 1
+        assert store.check_integrity() == []

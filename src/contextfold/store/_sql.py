@@ -112,8 +112,8 @@ class SQLStore(AsyncStoreMixin, ABC):
         atomic one (a savepoint: its failure undoes only itself, as its own transaction's
         would), so every write in the block commits together.
 
-        ``one_statement``: the block changes the database with one statement at most (reads
-        aside). On SQLite such a block needs no savepoint of its own inside :meth:`atomic`: a
+        ``one_statement``: inside :meth:`atomic`, the block changes the database with one
+        statement at most (reads aside). On SQLite such a block needs no savepoint of its own: a
         failed SQLite statement undoes itself and leaves the transaction as it was, so the
         block's failure has nothing else to undo (PostgreSQL's would abort the whole
         transaction: there the savepoint stays). That is two statements fewer for each such
@@ -139,11 +139,13 @@ class SQLStore(AsyncStoreMixin, ABC):
         try:
             with self._translate_errors():
                 cur.execute(f"SAVEPOINT {name}")
+                touched = dict(self._held.touched)
                 try:
                     yield cur
                 except BaseException:
                     # What the savepoint undid may have made a session exist: check again.
                     self._held.sessions.clear()
+                    self._held.touched = touched  # nor are its writes activity any more
                     cur.execute(f"ROLLBACK TO SAVEPOINT {name}")
                     cur.execute(f"RELEASE SAVEPOINT {name}")
                     raise
@@ -168,8 +170,12 @@ class SQLStore(AsyncStoreMixin, ABC):
         with self._begin("write") as cur:
             self._held.cursor, self._held.depth = cur, 0
             self._held.sessions = set()
+            self._held.touched = {}  # sessions the block's appends made active, in order
             try:
                 yield
+                now = time.time()
+                for session_id in self._held.touched:
+                    self._touch(cur, session_id, now)
             finally:
                 self._held.cursor = None
 
@@ -461,7 +467,7 @@ class SQLStore(AsyncStoreMixin, ABC):
         encoded = [(m.id, m.role, self._encoded.encode(session_id, m)[0]) for m in messages]
         tokens = [m.meta.tokens for m in messages]
         try:
-            with self._transaction("write") as cur:
+            with self._transaction("write", one_statement=len(encoded) == 1) as cur:
                 last, _ = self._locked_head(cur, session_id, expected_seq, expected_edit)
                 if encoded:
                     cur.executemany(
@@ -474,7 +480,7 @@ class SQLStore(AsyncStoreMixin, ABC):
                             )
                         ],
                     )
-                    self._touch(cur, session_id)
+                    self._appended(cur, session_id)
         except DuplicateKeyError:
             raise UsageError(self._duplicate_ids_message(session_id, ids)) from None
         return last + len(encoded)
@@ -561,7 +567,7 @@ class SQLStore(AsyncStoreMixin, ABC):
         """
         # A summary edit's messages are encoded once, for it and the snapshot after it.
         encoded = [(e.id, e.edit_kind, self._encoded.encode_edit(session_id, e)) for e in edits]
-        with self._transaction("write") as cur:
+        with self._transaction("write", one_statement=len(encoded) == 1) as cur:
             after_seq, last_edit = self._locked_head(cur, session_id, expected_seq, expected_edit)
             if encoded:
                 now = time.time()
@@ -573,7 +579,7 @@ class SQLStore(AsyncStoreMixin, ABC):
                         for number, (edit_id, kind, data) in enumerate(encoded, last_edit + 1)
                     ],
                 )
-                self._touch(cur, session_id)
+                self._appended(cur, session_id)
         return last_edit + len(encoded)
 
     def iter_edits(self, session_id: str, *, after: int = 0) -> Iterator[EditRecord]:
@@ -805,8 +811,21 @@ class SQLStore(AsyncStoreMixin, ABC):
         return seq, edit
 
     @staticmethod
-    def _touch(cur: Cursor, session_id: str) -> None:
-        cur.execute("UPDATE sessions SET updated = ? WHERE id = ?", (time.time(), session_id))
+    def _touch(cur: Cursor, session_id: str, now: float | None = None) -> None:
+        cur.execute(
+            "UPDATE sessions SET updated = ? WHERE id = ?",
+            (time.time() if now is None else now, session_id),
+        )
+
+    def _appended(self, cur: Cursor, session_id: str) -> None:
+        """An append is activity: the session moves up in ``list_sessions``. Inside
+        :meth:`atomic` the session is touched once, when the block ends (the proxy appends
+        twice a request): an append of one row is then one statement, with no savepoint of its
+        own (see :meth:`_transaction`)."""
+        if getattr(self._held, "cursor", None) is None:
+            self._touch(cur, session_id)
+        else:
+            self._held.touched[session_id] = None
 
     def _redact_text(self, text: str | None) -> str | None:
         if text is None or not self.redact:
