@@ -143,7 +143,6 @@ class SessionCore:
                 self.summary_at = len(self.view)
             self.view.append(message)
             self.sizes.append(message)
-            self.state.losses.arrived(message)
         return message
 
     def close_open_calls(self) -> None:

@@ -82,9 +82,8 @@ class TurnState:
     fact a summary carried and the next one leaves out is reported."""
     losses: LossTracker = field(default_factory=LossTracker)
     """What the loss reports read that never changes (messages' texts, stored outputs, which
-    facts each text shows), so each report reads only what is new; after the first report, each
-    message is read as it joins the view (not saved: a resumed session reads it again at its
-    first report)."""
+    facts each text shows), so each report reads only what is new (not saved: a resumed session
+    reads it again at its first report)."""
 
     last: PreparedRequest | None = None
     """The latest prepared request."""

@@ -390,7 +390,7 @@ def ledger_items(
     (message ids), just the items of those messages: a call whose call or result is one of them,
     identifiers in them (what left the view, when they are the messages a compaction took).
     ``identifiers`` gives a message's :func:`message_identifiers` (by default computed here; a
-    session reads them once per message, as it arrives).
+    session's loss tracker reads them once per message).
     """
     results: dict[str, ToolResultPart] = {}
     for message in messages:

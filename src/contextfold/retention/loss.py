@@ -306,20 +306,6 @@ class LossTracker:
         self._index = FactIndex()
         self._messages: dict[str, tuple[Message, _MessageText]] = {}
         self._outputs: dict[str, str] = {}
-        self._reported = False
-
-    def arrived(self, message: Message) -> None:
-        """Read ``message`` as it joins the view, once this tracker has made a report: its
-        texts, normalized, searched for the facts known so far (and split into tokens, as the
-        ledger's lookups want them). What a report reads of a message never changes, so it is
-        read once either way; read here, a compaction reads only the texts it makes itself (its
-        summary, the ledger) instead of all those of the messages since the last one. Before
-        the first report nothing is read: a session that never compacts pays nothing, and the
-        first report reads its messages as it did."""
-        if not self._reported:
-            return
-        read = self._read(message)
-        self._index.hold(read.texts, split=not read.summary)
 
     def report(
         self,
@@ -394,7 +380,6 @@ class LossTracker:
             if place == "lost":
                 lost_sources.update(probe.sources)
         messages = _messages_out(before, after, now_refs, lost_sources, summary)
-        self._reported = True
         return LossReport(tuple(items), tuple(messages), tuple(facts))
 
     def stored_refs(self, view: Sequence[Message]) -> frozenset[str]:
@@ -420,7 +405,7 @@ class LossTracker:
 
     def identifiers(self, message: Message) -> Identifiers:
         """:func:`~contextfold.retention.ledger.message_identifiers` of ``message``, read once
-        (as it arrived, or at the report that first met it)."""
+        (with its texts, at the first report that meets it)."""
         return self._read(message).identifiers
 
     def _read_messages(self, view: Sequence[Message]) -> dict[str, tuple[Message, _MessageText]]:
