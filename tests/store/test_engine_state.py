@@ -309,3 +309,16 @@ def test_whoever_saves_and_whatever_is_undone_a_load_gives_the_last_state_kept(
         finally:
             for store in stores:
                 store.close()
+
+
+def test_sqlite_reads_the_session_row_once_per_save(tmp_path: Path) -> None:
+    # The state token's read finds the session (SQLite's write transaction holds the lock).
+    with open_store(tmp_path / "s.db", warn_wal_reset=False) as store:
+        sid = store.create_session().id
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)
+        store.save_engine_state(sid, STATE)
+        reads = [s for s in statements if s.startswith("SELECT") and "FROM sessions" in s]
+        assert len(reads) == 1, reads
+        with pytest.raises(SessionNotFoundError):
+            store.save_engine_state("ses_missing", STATE)

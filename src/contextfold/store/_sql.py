@@ -360,10 +360,12 @@ class SQLStore(AsyncStoreMixin, ABC):
         token = secrets.randbits(62)  # fits a signed 64-bit column
         self._states.wrote(session_id, None)  # unknown until this save commits
         with self._transaction("write") as cur:
-            self._require_session(cur, session_id)
-            [(stored_token,)] = cur.execute(
-                "SELECT state_token FROM sessions WHERE id = ?", (session_id,)
-            )
+            self._lock_row(cur, session_id)
+            rows = cur.execute("SELECT state_token FROM sessions WHERE id = ?", (session_id,))
+            if not rows:
+                raise SessionNotFoundError(session_id)
+            self._found(session_id)
+            [(stored_token,)] = rows
             if (
                 before is not None
                 and stored_token == before.token
@@ -773,6 +775,22 @@ class SQLStore(AsyncStoreMixin, ABC):
         if held is not None and lock:
             self._held.sessions.add(session_id)
 
+    def _lock_row(self, cur: Cursor, session_id: str) -> None:
+        """Take the session's writer lock before a write reads the session's row.
+
+        On SQLite the write transaction holds the database's lock from its start: nothing to
+        take, and the caller's read of the row finds the session (or that there is none) as a
+        lookup would, one statement fewer. PostgreSQL locks the row in a statement of its own,
+        before the read: a statement that waited for the lock reads with the snapshot it
+        started with, which misses the rows the lock's holder committed."""
+        if self.dialect != "sqlite":
+            self._require_session(cur, session_id)
+
+    def _found(self, session_id: str) -> None:
+        """The session was found (and locked) in this thread's atomic block, if in one."""
+        if getattr(self._held, "cursor", None) is not None:
+            self._held.sessions.add(session_id)
+
     def _forget_checked(self) -> None:
         """Sessions were deleted in this thread's atomic block: look each one up again."""
         if getattr(self._held, "cursor", None) is not None:
@@ -788,16 +806,10 @@ class SQLStore(AsyncStoreMixin, ABC):
         """Take the session's writer lock, then read its last seq and last edit number (fresh,
         under the lock); ``ConcurrentWriteError`` when either is not what the caller expected.
 
-        On SQLite the write transaction holds the database's lock from its start, and reading
-        the head finds the session (or raises that there is none) as the lookup would: one
-        statement does. PostgreSQL locks the row in a statement of its own, before the head
-        is read: a statement that waited for the lock reads with the snapshot it started
-        with, which misses the rows the lock's holder committed."""
-        if self.dialect != "sqlite":
-            self._require_session(cur, session_id)
+        On SQLite one statement does (see :meth:`_lock_row`)."""
+        self._lock_row(cur, session_id)
         seq, edit = self._rows.head(cur, session_id)
-        if getattr(self._held, "cursor", None) is not None:
-            self._held.sessions.add(session_id)  # found (and locked) in the atomic block
+        self._found(session_id)
         if (expected_seq is not None and seq != expected_seq) or (
             expected_edit is not None and edit != expected_edit
         ):
