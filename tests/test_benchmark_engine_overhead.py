@@ -24,14 +24,8 @@ def test_the_compaction_diagnosis_gives_each_steps_share_and_the_turns_cost() ->
     whole, accounted, _, strategies = (what for _, _, what in COMPACTION_STEPS[:4])
     bucket = Bucket(10_000, compaction_profiled=3)
     bucket.compaction_steps = {whole: 0.040, accounted: 0.024, strategies: 0.010}
-    totals = Totals(
-        steady=10.0,
-        compaction=5.0,
-        steady_turns=20_000,
-        compaction_turns=100,
-        steady_added=10.0,
-        compaction_added=0.1,
-    )
+    totals = Totals(steady=10.0, compaction=5.0, steady_turns=20_000, compaction_turns=100)
+    totals.steady_added, totals.compaction_added = 10.0, 0.1
 
     text = _compaction_diagnosis(bucket, totals)
 
