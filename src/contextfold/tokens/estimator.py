@@ -114,19 +114,51 @@ class _Anchor:
     fixed_raw: int  # raw estimate of system + tools at that call
     reply_pending: bool  # the reply is in `reported` but was not passed to record()
     raw: int  # raw estimate of `messages` (kept so a report never recounts the whole view)
-    digest: str | None = None  # _ids_digest(messages), computed when first saved
+    digest: str | None = None  # the ids fingerprint of `messages`, computed when first saved
+    ids_hash: _IdsHash | None = None  # the hash `digest` was read from, once computed
+    prefix: _IdsHash | None = None
+    """The ids hash of the anchor before this one, when its messages begin this one's (the
+    anchor grew): the digest goes on from it instead of hashing every id again each turn."""
+
+
+class _IdsHash:
+    """The fingerprint of message ids in order kept in a saved state for an anchor: the sha256
+    of the ids joined with newlines (its first 32 hex digits). Kept as the hash itself, so that
+    an anchor that grew hashes only its new ids (a concatenation's sha256 is the same however
+    it is fed)."""
+
+    __slots__ = ("_hash", "count")
+
+    def __init__(self) -> None:
+        self.count = 0
+        """How many ids have been hashed."""
+        self._hash = hashlib.sha256()
+
+    def extended(self, messages: Sequence[Message]) -> _IdsHash:
+        """A hash of these ids followed by those of ``messages[self.count:]`` (``self`` is left
+        as it is: the anchor it belongs to may be saved again)."""
+        grown = _IdsHash()
+        grown._hash = self._hash.copy()
+        grown.count = self.count
+        rest = messages[self.count :]
+        if rest:
+            joined = "\n".join(m.id for m in rest)
+            grown._hash.update(("\n" + joined if grown.count else joined).encode("utf-8"))
+            grown.count += len(rest)
+        return grown
+
+    def digest(self) -> str:
+        """The fingerprint saved in the state."""
+        return self._hash.hexdigest()[:32]
 
 
 def _anchor_digest(anchor: _Anchor) -> str:
     if anchor.digest is None:
-        anchor.digest = _ids_digest(anchor.messages)
+        start = anchor.prefix if anchor.prefix is not None else _IdsHash()
+        anchor.ids_hash = start.extended(anchor.messages)
+        anchor.prefix = None  # used: the anchor holds its own hash now
+        anchor.digest = anchor.ids_hash.digest()
     return anchor.digest
-
-
-def _ids_digest(messages: Iterable[Message]) -> str:
-    """A short fingerprint of message ids in order (an anchor's in a saved state)."""
-    joined = "\n".join(m.id for m in messages)
-    return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:32]
 
 
 @dataclass(slots=True)
@@ -315,7 +347,10 @@ class ContextSizeEstimator:
         if reply is not None:
             covered.append(reply)
             raw += self._raw_messages([reply])
-        self._anchor = _Anchor(usage.total_tokens, covered, fixed, reply is None, raw)
+        # The view still begins with the old anchor's messages (same ids, `added` says so):
+        # its ids hash, when the state was saved with it, is where this one's goes on from.
+        grown = anchor.ids_hash if added is not None and anchor is not None else None
+        self._anchor = _Anchor(usage.total_tokens, covered, fixed, reply is None, raw, prefix=grown)
 
     def state(self) -> dict[str, Any]:
         """This estimator's learned state as JSON values, for :meth:`restore` in another process.
@@ -358,6 +393,7 @@ class ContextSizeEstimator:
         if not anchor:
             return
         visible = _visible(messages)
+        ids_hash: _IdsHash | None = None
         if "ids" in anchor:  # the format before ids_digest
             ids = list(anchor["ids"])
             count = len(ids)
@@ -365,7 +401,10 @@ class ContextSizeEstimator:
                 return
         else:
             count = int(anchor["count"])
-            if len(visible) < count or _ids_digest(visible[:count]) != anchor["ids_digest"]:
+            if len(visible) < count:
+                return
+            ids_hash = _IdsHash().extended(visible[:count])
+            if ids_hash.digest() != anchor["ids_digest"]:
                 return
         covered = list(visible[:count])
         self._anchor = _Anchor(
@@ -374,6 +413,7 @@ class ContextSizeEstimator:
             int(anchor["fixed_raw"]),
             bool(anchor["reply_pending"]),
             self._raw_messages(covered),
+            prefix=ids_hash,
         )
 
     def _restore_fit(self, state: Mapping[str, Any]) -> None:
