@@ -35,6 +35,9 @@ class ViewSizes:
         self.total = 0
         self.outputs = 0
         """Raw tokens of the tool-result messages among them (what masking can work on)."""
+        self.largest_reply = 0
+        """Raw tokens of the largest assistant message among them (0 when there is none): a
+        host sizing its reply reserve reads it every request, and the view is long."""
         self.by_id: dict[int, tuple[Message, int]] = {}
         """The same counts by message object (``id``), for :class:`CompactionCounter`."""
         self.generation = 0
@@ -59,7 +62,13 @@ class ViewSizes:
             for m in view
         ]
         self.total = sum(self.messages)
-        self.outputs = sum(n for m, n in zip(view, self.messages, strict=True) if m.role == "tool")
+        self.outputs = largest = 0
+        for message, tokens in zip(view, self.messages, strict=True):
+            if message.role == "tool":
+                self.outputs += tokens
+            elif message.role == "assistant" and tokens > largest:
+                largest = tokens
+        self.largest_reply = largest
         # Replaced whole (never cleared in place): a worker thread may be reading the old one.
         self.by_id = {id(m): (m, n) for m, n in zip(view, self.messages, strict=True)}
 
@@ -71,6 +80,8 @@ class ViewSizes:
         self.by_id[id(message)] = (message, tokens)
         if message.role == "tool":
             self.outputs += tokens
+        elif message.role == "assistant" and tokens > self.largest_reply:
+            self.largest_reply = tokens
 
     def fixed(self, system: str, tools: Sequence[ToolSpec]) -> tuple[int, int]:
         """Raw tokens of a request with no messages (system text and tools), and of the tools.

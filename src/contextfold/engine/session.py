@@ -170,10 +170,8 @@ class Session:
     @property
     def largest_reply(self) -> int:
         """Tokens of the largest reply in the view (0 before the first): what a host sizing
-        its reply reserve from the session's own replies reads."""
-        core = self._core
-        sizes = zip(core.view, core.sizes.messages, strict=False)
-        return max((n for m, n in sizes if m.role == "assistant"), default=0)
+        its reply reserve from the session's own replies reads (kept as the view changes)."""
+        return self._core.sizes.largest_reply
 
     def reserve_for_reply(self, tokens: int | None) -> None:
         """Keep ``tokens`` of the window free for the next reply, in place of the policy's
@@ -278,7 +276,8 @@ class Session:
             core.state.deferral.mark_used(call.name)
         if usage is not None:
             self._record(usage, message)
-        core.state = replace(core.state, refused=None)
+        if core.state.refused is not None:  # a reply ends the refusal (the state is frozen)
+            core.state = replace(core.state, refused=None)
         core.save_state()
         return message
 
