@@ -185,15 +185,15 @@ class _EncodedPart(NamedTuple):
     ``_NOT_KEPT`` otherwise)."""
 
 
-_UNCHANGEABLE = (str, tuple, int, bool, type(None))
+_EQUAL_MEANS_SAME_JSON = frozenset((str, int, bool, type(None)))
+"""Types whose equal values have the same JSON (unlike floats: ``0.0 == -0.0``)."""
+
+_UNCHANGEABLE = frozenset((tuple, *_EQUAL_MEANS_SAME_JSON))
 """The types of a part that is taken as never changed in place: a string, a number that is
 not a float, ``None``, or a tuple whose items its producer never changes either (the engine
 keeps its ledger and facts that way). Such a part given again (see :func:`_unchanged`) is not
 encoded again; any other part is, and compared by its JSON, so a value changed in place by its
 owner is never mistaken for the one saved before."""
-
-_EQUAL_MEANS_SAME_JSON = frozenset((str, int, bool, type(None)))
-"""Types whose equal values have the same JSON (unlike floats: ``0.0 == -0.0``)."""
 
 
 _NOT_KEPT = object()
