@@ -3,6 +3,8 @@ huge tool outputs runs through an 8k window with every model input fitting and v
 
 from __future__ import annotations
 
+import json
+import math
 import re
 import subprocess
 import sys
@@ -15,6 +17,7 @@ pytest.importorskip("pydantic_ai")
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 from pydantic_ai import Agent
 from pydantic_ai import messages as pa
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -22,7 +25,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from contextfold import ContextEngine, ContextPolicy, model_for_window
 from contextfold.history.repair import history_rules_for, validate
 from contextfold.hosts.digests import message_digest
-from contextfold.integrations._pydantic_ai_mapping import HistoryMapping
+from contextfold.integrations._pydantic_ai_mapping import HistoryMapping, _dump, _load
 from contextfold.integrations.pydantic_ai import ContextFold, from_messages, to_messages
 from contextfold.messages import Message, ToolResultPart
 from contextfold.store import BrowsableSessionStore
@@ -190,6 +193,33 @@ def test_views_map_back_as_mapping_each_afresh_would(
         keep = pick[0] % (len(view) + 1) if pick else len(view)
         view = view[:keep] + [neutral[i % len(neutral)] for i in pick[1:]]
         assert _sent(mapping.from_messages(view)) == _sent(from_messages(view))
+
+
+@settings(max_examples=100, deadline=None)
+@given(_histories)
+def test_a_message_loads_from_its_json_form_as_through_json_dumps(
+    history: list[pa.ModelMessage],
+) -> None:
+    """``_load`` writes the JSON text with pydantic-core's encoder, not ``json.dumps``: the
+    message read back is the same."""
+    for message in history:
+        data = _dump(message)
+        assert _load(data) == pa.ModelMessagesTypeAdapter.validate_json(json.dumps([data]))[0]
+
+
+def test_loading_keeps_what_json_dumps_writes_and_refuses_what_it_refuses() -> None:
+    call = pa.ToolCallPart("run", {"big": math.inf, "small": -math.inf, "odd": math.nan}, "c1")
+    data = _dump(pa.ModelResponse(parts=[call]))
+    loaded = _load(data)
+    expected = pa.ModelMessagesTypeAdapter.validate_json(json.dumps([data]))[0]
+    assert repr(loaded) == repr(expected)  # NaN is unequal to itself: compared as written
+    # A lone surrogate (output decoded with surrogateescape): refused by both encodings, and
+    # then refused as json.dumps' text is.
+    lone = _dump(pa.ModelRequest(parts=[pa.UserPromptPart("bad \udcff byte")]))
+    with pytest.raises(ValidationError):
+        pa.ModelMessagesTypeAdapter.validate_json(json.dumps([lone]))
+    with pytest.raises(ValidationError):
+        _load(lone)
 
 
 def test_a_grown_view_gives_its_earlier_groups_again_and_builds_the_last_anew() -> None:
