@@ -34,7 +34,10 @@ the last model input; contextfold's refs count as recoverable when the store hol
 Overhead: the wall time of the whole run (``Runner.run`` / ``agent.invoke`` / ``run_sync``,
 conversions for counting done afterwards) divided by the calls, as a ratio to the framework alone;
 and the process's CPU time over the same run (every thread), which other work on a shared machine
-does not inflate: the added CPU per call is the figure the 2 ms target is read on.
+does not inflate: the added CPU per call is the figure the 2 ms target is read on. Each
+configuration runs ``REPEATS`` times per transcript, the configurations taking turns (so that a
+machine's load drifting over the minutes of a run weighs on each alike), and the fastest run of
+each counts.
 
 Usage: ``python -m benchmarks.integrations [--quick] [--write/--no-write]``.
 """
@@ -84,7 +87,8 @@ QUICK_CALLS = 12
 KEEP_MESSAGES = 20
 """LangChain's default ``keep`` and the pydantic-ai processor's N."""
 REPEATS = 3
-"""Timed runs of each configuration and transcript in a full run; the fastest one counts."""
+"""Timed runs of each configuration and transcript in a full run, the configurations taking
+turns (:func:`timed_runs`); the fastest one of each counts."""
 END_TEXT = "Replay ended here."
 CONFIGS = ("alone", "own option", "contextfold")
 BASH = ToolSpec(
@@ -603,6 +607,28 @@ def findings(figures: dict[tuple[str, str], Figures]) -> list[str]:
     return notes
 
 
+def timed_runs(
+    runner: Callable[[Script, str, Path], Run],
+    script: Script,
+    repeats: int,
+    tmp: str,
+    framework: str,
+    index: int,
+) -> dict[str, list[Run]]:
+    """``repeats`` runs of ``script`` in each configuration, the configurations taking turns
+    (each round in another order). The figures read are differences between configurations
+    (CPU added to the framework alone), and the load of a shared machine drifts over minutes:
+    all the runs of one configuration, then all of the next, put that drift into the
+    difference; taking turns spreads it over every configuration alike."""
+    runs: dict[str, list[Run]] = {config: [] for config in CONFIGS}
+    for k in range(repeats):
+        turn = k % len(CONFIGS)
+        for config in CONFIGS[turn:] + CONFIGS[:turn]:
+            folder = _folder(tmp, framework, config, index, k)
+            runs[config].append(replay(runner, script, config, folder))
+    return runs
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = benchmark_arguments(__doc__.splitlines()[0])
     args = parser.parse_args(argv)
@@ -622,18 +648,16 @@ def main(argv: Sequence[str] | None = None) -> None:
                 print(f"{framework}: skipped ({package} is not installed)")
                 continue
             for config in CONFIGS:
-                total = figures.setdefault((framework, config), Figures())
+                figures.setdefault((framework, config), Figures())
                 # Untimed warm-up: the first run of a configuration pays imports and caches.
                 replay(runner, scripts[0], config, _folder(tmp, framework, config, "warm-up"))
-                for index, script in enumerate(scripts):
-                    runs = [
-                        replay(runner, script, config, _folder(tmp, framework, config, index, k))
-                        for k in range(repeats)
-                    ]
-                    run = runs[-1]
-                    run.seconds = min(r.seconds for r in runs)  # the least disturbed run
-                    run.cpu = min(r.cpu for r in runs)
-                    measure(run, probes_for(script.replayed), counter, total)
+            for index, script in enumerate(scripts):
+                runs = timed_runs(runner, script, repeats, tmp, framework, index)
+                for config in CONFIGS:
+                    run = runs[config][-1]
+                    run.seconds = min(r.seconds for r in runs[config])  # the least disturbed run
+                    run.cpu = min(r.cpu for r in runs[config])
+                    measure(run, probes_for(script.replayed), counter, figures[framework, config])
                     print(
                         f"{framework} / {config} / {script.name}: {len(run.inputs)} calls, "
                         f"{run.seconds:.2f} s{'; ERROR ' + run.error if run.error else ''}",
@@ -649,7 +673,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     versions = ", ".join(f"{name} {_version(package)}" for name, (package, _) in FRAMEWORKS.items())
     described = ", ".join(f"`{s.name}` ({len(s.replies)} calls)" for s in scripts)
     method = __doc__.split("\n\n", 1)[1].split("Usage:")[0].strip()
-    method = method.replace("``MAX_CALLS``", str(max_calls)).replace("``", "`")
+    method = method.replace("``MAX_CALLS``", str(max_calls)).replace("``REPEATS``", str(repeats))
+    method = method.replace("``", "`")
     body = (
         f"{method}\n\n"
         f"Versions: {versions}. Transcripts (mini-swe-agent, DeepSeek): {described}; figures "

@@ -9,7 +9,15 @@ import pytest
 pytest.importorskip("pydantic_ai")
 
 from benchmarks.baselines import wire_segments
-from benchmarks.integrations import Run, load_script, replay, run_pydantic_ai
+from benchmarks.integrations import (
+    CONFIGS,
+    Run,
+    Script,
+    load_script,
+    replay,
+    run_pydantic_ai,
+    timed_runs,
+)
 from tests.conftest import shared_path
 
 
@@ -30,3 +38,20 @@ def test_two_replays_send_the_same_requests(tmp_path: Path) -> None:
         runs.append(replay(run_pydantic_ai, script, "contextfold", tmp_path / name))
     assert not runs[0].error
     assert _requests(runs[0]) == _requests(runs[1])
+
+
+def test_the_configurations_take_turns(tmp_path: Path) -> None:
+    """Each configuration runs ``repeats`` times, in rounds that each start with another one:
+    a load drifting over the runs weighs on every configuration alike."""
+    order: list[str] = []
+
+    def runner(script: Script, config: str, folder: Path) -> Run:
+        order.append(config)
+        return Run("fake", config, script.name, 0.0, [])
+
+    script = Script("t", "", "task", [], {}, [])
+    runs = timed_runs(runner, script, 4, str(tmp_path), "fake", 0)
+    assert {config: len(r) for config, r in runs.items()} == dict.fromkeys(CONFIGS, 4)
+    rounds = [order[k : k + len(CONFIGS)] for k in range(0, len(order), len(CONFIGS))]
+    assert [r[0] for r in rounds] == [*CONFIGS, CONFIGS[0]]
+    assert all(sorted(r) == sorted(CONFIGS) for r in rounds)
