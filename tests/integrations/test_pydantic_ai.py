@@ -222,6 +222,32 @@ def test_loading_keeps_what_json_dumps_writes_and_refuses_what_it_refuses() -> N
         _load(lone)
 
 
+def test_a_request_becomes_one_message_per_part_with_its_sidecar() -> None:
+    """The stored form of a request's messages: one group, each part's fields, and the request's
+    own fields and layout with the first message (in that order: it is what the store keeps)."""
+    request = pa.ModelRequest(
+        parts=[
+            pa.SystemPromptPart("be brief"),
+            pa.UserPromptPart("hello"),
+            pa.ToolReturnPart("run", "done", "call_1"),
+        ],
+        instructions="answer",
+    )
+    system, user, tool = to_messages([request])
+    sidecars = [m.meta.provider["pydantic_ai"] for m in (system, user, tool)]
+    assert [list(s) for s in sidecars] == [
+        ["group", "k", "part", "request", "layout"],
+        ["group", "k", "part"],
+        ["group", "k", "part"],
+    ]
+    assert len({s["group"] for s in sidecars}) == 1
+    assert [s["k"] for s in sidecars] == [0, 1, 2] and sidecars[0]["layout"] == [0, 1, 2]
+    assert sidecars[0]["request"]["instructions"] == "answer"
+    assert [m.meta.kind for m in (system, user, tool)] == ["message", "message", "tool_result"]
+    assert [m.role for m in (system, user, tool)] == ["system", "user", "tool"]
+    assert from_messages([system, user, tool]) == [request]
+
+
 def test_a_grown_view_gives_its_earlier_groups_again_and_builds_the_last_anew() -> None:
     history: list[pa.ModelMessage] = []
     for n in range(3):

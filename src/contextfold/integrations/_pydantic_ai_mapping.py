@@ -32,8 +32,10 @@ from contextfold.integrations._memo import common_prefix, same_objects
 from contextfold.messages import (
     ImagePart,
     Message,
+    MessageKind,
     Meta,
     Part,
+    Role,
     SummaryPart,
     TextPart,
     ThinkingPart,
@@ -106,22 +108,24 @@ def _user_content_parts(content: str | Sequence[pa.UserContent]) -> tuple[list[P
 def _request_messages(request: pa.ModelRequest, dumped: dict[str, Any]) -> list[Message]:
     group = uuid.uuid4().hex
     layout: list[int | dict[str, Any]] = []
-    out: list[Message] = []
+    mapped: list[tuple[Role, MessageKind, tuple[Part, ...], dict[str, Any]]] = []
     for part, part_json in zip(request.parts, dumped["parts"], strict=True):
         if not isinstance(part, _MAPPED_REQUEST_PARTS):
             layout.append({"opaque": part_json})
             continue
         fields = dict(part_json)
-        message: Message
+        role: Role = "user"
+        kind: MessageKind = "message"
+        parts: tuple[Part, ...]
         if isinstance(part, pa.SystemPromptPart):
             fields.pop("content")
-            message = Message("system", (TextPart(part.content),))
+            role, parts = "system", (TextPart(part.content),)
         elif isinstance(part, pa.UserPromptPart):
-            parts, complete = _user_content_parts(part.content)
+            content, complete = _user_content_parts(part.content)
+            parts = tuple(content)
             fields["form"] = "str" if isinstance(part.content, str) else "list"
             if complete:
                 fields.pop("content")
-            message = Message("user", tuple(parts))
         elif isinstance(part, pa.ToolReturnPart):
             # What the model reads: pydantic-ai wraps a failure's text, renders non-text as JSON.
             text = part.model_response_str()
@@ -130,19 +134,23 @@ def _request_messages(request: pa.ModelRequest, dumped: dict[str, Any]) -> list[
             result = ToolResultPart(
                 part.tool_call_id, part.tool_name, text, is_error=part.outcome != "success"
             )
-            message = Message.tool(result)
+            role, kind, parts = "tool", "tool_result", (result,)
         else:  # RetryFeedbackPart: the model reads pydantic-ai's rendering of it
-            message = Message("user", (TextPart(part.model_response()),))
-        sidecar: dict[str, Any] = {"group": group, "k": len(out), "part": fields}
-        layout.append(len(out))
-        out.append(message.with_meta(provider={SIDECAR_KEY: sidecar}))
-    request_fields = {k: v for k, v in dumped.items() if k != "parts"}
-    if not out:  # nothing a model reads: keep the request whole, out of every view
-        carrier = Message("user", (), meta=Meta(agent_visible=False))
-        return [carrier.with_meta(provider={SIDECAR_KEY: {"group": group, "whole": dumped}})]
-    first = out[0]
-    sidecar = dict(first.meta.provider[SIDECAR_KEY], request=request_fields, layout=layout)
-    out[0] = first.with_meta(provider={SIDECAR_KEY: sidecar})
+            parts = (TextPart(part.model_response()),)
+        layout.append(len(mapped))
+        mapped.append((role, kind, parts, fields))
+    if not mapped:  # nothing a model reads: keep the request whole, out of every view
+        whole = {SIDECAR_KEY: {"group": group, "whole": dumped}}
+        return [Message("user", (), meta=Meta(agent_visible=False, provider=whole))]
+    # Each message made once, with its meta (a copy with other meta cost a third of a
+    # conversion); the first one's sidecar also holds the request's own fields and layout.
+    out = []
+    for k, (role, kind, parts, fields) in enumerate(mapped):
+        sidecar: dict[str, Any] = {"group": group, "k": k, "part": fields}
+        if k == 0:
+            sidecar["request"] = {key: v for key, v in dumped.items() if key != "parts"}
+            sidecar["layout"] = layout
+        out.append(Message(role, parts, meta=Meta(kind=kind, provider={SIDECAR_KEY: sidecar})))
     return out
 
 
