@@ -106,3 +106,53 @@ def test_a_view_of_shared_blocks_is_written_as_json_dumps_writes_it(
         body = {"model": "m", "messages": sent, "max_tokens": 9}
         for tokens in (0, SHARED_WORTH_TOKENS, WORTH_TOKENS):
             assert encoder.encode(body, tokens=tokens) == _json(body)
+
+
+def _shared(role: str, *texts: str) -> SharedMessage:
+    blocks = [SharedBlock({"type": "text", "text": text}) for text in texts]
+    return SharedMessage({"role": role, "content": SharedContent(blocks)})
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_a_conversation_resent_is_written_as_json_dumps_writes_it(data: st.DataObject) -> None:
+    """The proxy's bodies as a session's view grows: the same shared messages (the very
+    objects) request after request, the last ones marked copies, now and then a message
+    replaced (a compaction), two conversations interleaved: each body's messages are written
+    from the run of shared messages the conversation's last body began with."""
+    encoder = BodyEncoder()
+    views: list[list[Any]] = [[_shared("user", "first")], [_shared("user", "other")]]
+    texts = st.text(max_size=30) | st.text(min_size=LONG_CHARS, max_size=LONG_CHARS + 50)
+    for step in range(data.draw(st.integers(1, 10))):
+        view = views[data.draw(st.integers(0, 1))]
+        action = data.draw(st.sampled_from(["grow", "grow", "replace", "cut", "same"]))
+        if action == "grow":
+            role = "assistant" if view[-1]["role"] == "user" else "user"
+            view.append(_shared(role, *data.draw(st.lists(texts, min_size=1, max_size=3))))
+        elif action == "replace":
+            view[data.draw(st.integers(0, len(view) - 1))] = _shared("user", f"summary {step}")
+        elif action == "cut" and len(view) > 1:
+            del view[data.draw(st.integers(1, len(view) - 1)) :]
+        sent: list[Any] = list(view)
+        for index in data.draw(st.lists(st.integers(0, len(sent) - 1), max_size=2)):
+            content = list(sent[index]["content"])
+            content[-1] = {**content[-1], "cache_control": {"type": "ephemeral"}}
+            sent[index] = {**sent[index], "content": content}
+        if data.draw(st.booleans()):
+            sent.append({"role": "user", "content": [{"type": "text", "text": "plain"}]})
+        # A long field after the messages: its stand-in comes after theirs.
+        body = {"model": "m", "messages": sent, "system": "s" * LONG_CHARS, "stream": True}
+        for tokens in (SHARED_WORTH_TOKENS, WORTH_TOKENS):
+            assert encoder.encode(body, tokens=tokens) == _json(body)
+    assert encoder._run_bytes == sum(len(run.joined) for run in encoder._runs.values())
+
+
+def test_a_grown_conversation_takes_its_run_up() -> None:
+    encoder = BodyEncoder()
+    view = [_shared("user", "fix it"), _shared("assistant", "ok")]
+    encoder.encode({"messages": view}, tokens=WORTH_TOKENS)
+    [run] = encoder._runs.values()
+    grown = [*view, _shared("user", "done")]
+    assert encoder.encode({"messages": grown}, tokens=WORTH_TOKENS) == _json({"messages": grown})
+    [taken_up] = encoder._runs.values()
+    assert taken_up.items == grown and taken_up.joined.startswith(run.joined)

@@ -20,8 +20,10 @@ nor escaped again, nor put together again from its blocks.
 from __future__ import annotations
 
 import json
+import operator
 import secrets
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from contextfold.wire.anthropic import SharedBlock, SharedMessage
@@ -96,6 +98,23 @@ def _shared_message(message: dict[Any, Any]) -> bytes | None:
     return b"".join((b'{"role": ', encoded_role, b', "content": [', b", ".join(pieces), b"]}"))
 
 
+RUNS_KEPT = 64
+"""How many conversations' runs of shared messages :class:`BodyEncoder` keeps."""
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The leading shared messages of a body's ``messages`` (``items``), as JSON: ``joined`` is
+    their encodings joined by ``", "`` (what ``json.dumps`` writes between a list's items), and
+    ``ends[i]`` where the first ``i + 1`` of them end in it. A conversation's next body begins
+    with most of the same messages (the session's view, rendered once: ``WireBlocks``), so its
+    run is this one's bytes, cut where the two part, and the few messages after."""
+
+    items: list[Any]
+    ends: list[int]
+    joined: bytes
+
+
 class BodyEncoder:
     """JSON bytes of request bodies, remembering the encoding of long strings (at most
     ``max_bytes`` of encodings; the least recently used go first). For one thread's use (the
@@ -110,6 +129,9 @@ class BodyEncoder:
         # written skeleton is the n-th value put aside.
         self._stand_in_text = f"\x00{secrets.token_hex(16)}\x00"
         self._written = _dumps(self._stand_in_text)
+        # Each conversation's last run of shared messages, by its first (see :meth:`_run`).
+        self._runs: OrderedDict[int, _Run] = OrderedDict()
+        self._run_bytes = 0
 
     def encode(self, body: Any, *, tokens: int) -> bytes:
         """``json.dumps(body, ensure_ascii=False).encode()``. ``tokens``: about how many the
@@ -118,7 +140,16 @@ class BodyEncoder:
         if tokens < (SHARED_WORTH_TOKENS if _shares_blocks(body) else WORTH_TOKENS):
             return _dumps(body)
         aside: list[bytes] = []
-        skeleton = self._stand_in(body, aside)
+        messages = body.get("messages") if type(body) is dict else None
+        if type(messages) is list and messages and type(messages[0]) in _SHARED:
+            # The body's own fields walked as any value; its messages from their shared run.
+            # In the body's order: the stand-ins are replaced in the order they are written.
+            skeleton: Any = {}
+            for key, item in body.items():
+                walk = self._messages if item is messages else self._stand_in
+                skeleton[key] = walk(item, aside)
+        else:
+            skeleton = self._stand_in(body, aside)
         if not aside:
             return _dumps(body)
         pieces = _dumps(skeleton).split(self._written)
@@ -170,6 +201,54 @@ class BodyEncoder:
             aside.append(value.encoded())
             return self._stand_in_text
         return value
+
+    def _messages(self, messages: list[Any], aside: list[bytes]) -> list[Any]:
+        """``messages`` (its first a shared message) with one stand-in for its leading run of
+        shared messages, whose JSON goes to ``aside`` (see :class:`_Run`); the rest walked."""
+        run = self._run(messages)
+        aside.append(run.joined)
+        return [self._stand_in_text, *self._stand_in(messages[len(run.items) :], aside)]
+
+    def _run(self, messages: list[Any]) -> _Run:
+        """The leading run of shared messages of ``messages`` (at least its first), its JSON
+        taken from the conversation's last run as far as the two hold the same messages (the
+        very objects, which cannot change), and remembered as the conversation's run."""
+        first = messages[0]
+        last = self._runs.get(id(first))
+        # The run holds its messages, so the id is not another value's while it is here.
+        shared = 0
+        ends: list[int] = []
+        pieces: list[bytes] = []
+        end = -2  # where the run's JSON ends (-2: nothing yet, and no b", " before the first)
+        if last is not None and last.items[0] is first:
+            same = list(map(operator.is_, last.items, messages))
+            shared = same.index(False) if False in same else len(same)
+            ends = last.ends[:shared]
+            end = ends[-1]
+            pieces.append(last.joined[:end])
+        count = shared
+        while count < len(messages) and type(messages[count]) in _SHARED:
+            encoded = messages[count].encoded()
+            pieces.append(encoded)
+            end += 2 + len(encoded)  # b", " before each but the first
+            ends.append(end)
+            count += 1
+        if last is not None and count == len(last.items) == shared:
+            run = last  # the same run again (a body sent twice)
+        else:
+            run = _Run(messages[:count], ends, b", ".join(pieces))
+        self._keep(id(first), run)
+        return run
+
+    def _keep(self, key: int, run: _Run) -> None:
+        old = self._runs.pop(key, None)
+        if old is not None:
+            self._run_bytes -= len(old.joined)
+        self._runs[key] = run
+        self._run_bytes += len(run.joined)
+        while len(self._runs) > RUNS_KEPT or self._run_bytes > self.max_bytes:
+            _, dropped = self._runs.popitem(last=False)
+            self._run_bytes -= len(dropped.joined)
 
     def _string(self, text: str) -> bytes:
         """The JSON encoding of ``text``, remembered."""

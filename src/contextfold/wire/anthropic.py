@@ -13,6 +13,7 @@ same role, and lifts system messages into ``system`` blocks. Cache breakpoints
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,9 +144,13 @@ class WireBlocks:
     share between threads.
     """
 
-    def __init__(self, size: int = 4096) -> None:
+    def __init__(self, size: int = 4096, conversations: int = 64) -> None:
         self.size = size
         self._by_id: dict[int, tuple[Message, SharedMessage | None]] = {}
+        self.conversations = conversations
+        # The last rendering of each conversation, by its first visible message (see
+        # :meth:`resume`).
+        self._folds: dict[int, _Fold] = {}
 
     def message(self, message: Message) -> SharedMessage | None:
         """``message`` as one wire message (None when it has no block to send)."""
@@ -162,6 +167,53 @@ class WireBlocks:
             self._by_id.clear()
         self._by_id[id(message)] = (message, shared)
         return shared
+
+    def resume(self, visible: Sequence[Message], inline_system: bool, clean: int) -> _Fold | None:
+        """The last rendering of ``visible``'s conversation (by :func:`to_anthropic`), cut to
+        the messages it shares with ``visible`` (the very objects) and to the first ``clean``
+        (those before the first cache breakpoint): :meth:`_Fold.state` is the wire messages
+        made by then. None when nothing is shared."""
+        if not visible or clean <= 0:
+            return None
+        fold = self._folds.get(id(visible[0]))
+        # The fold holds its messages, so the id is not another message's while it is here.
+        if fold is None or fold.messages[0] is not visible[0]:
+            return None
+        if fold.inline_system != inline_system:
+            return None
+        same = list(map(operator.is_, fold.messages, visible))
+        done = min(same.index(False) if False in same else len(same), clean)
+        if done <= 0:
+            return None
+        return _Fold(
+            fold.messages[:done], inline_system, fold.wire, fold.lengths[:done], fold.lasts[:done]
+        )
+
+    def keep(self, fold: _Fold) -> None:
+        """Remember ``fold`` as its conversation's last rendering."""
+        if len(self._folds) >= self.conversations:
+            self._folds.clear()
+        self._folds[id(fold.messages[0])] = fold
+
+
+@dataclass(frozen=True)
+class _Fold:
+    """One rendering of a conversation by :func:`to_anthropic`, as far as it went with no cache
+    breakpoint: ``messages`` (the visible ones) and the wire messages made (``wire``); after
+    each of ``messages``, how many wire messages there were and the last of them (None: none
+    yet). A wire message before the last of its moment is never replaced later; the last may
+    be (merged with the next message, or marked)."""
+
+    messages: list[Message]
+    inline_system: bool
+    wire: list[dict[str, Any]]
+    lengths: list[int]
+    lasts: list[dict[str, Any] | None]
+
+    def state(self) -> list[dict[str, Any]]:
+        """The wire messages as they were after the last of :attr:`messages`."""
+        last = self.lasts[-1]
+        return [] if last is None else [*self.wire[: self.lengths[-1] - 1], last]
 
 
 def _wire_role(message: Message) -> str:
@@ -213,24 +265,47 @@ def to_anthropic(
             request.system[wire_index[index]]["cache_control"] = dict(CACHE_CONTROL)
 
     marked = set(message_breakpoints)
-    for index, message in enumerate(visible):
+    # Up to the first breakpoint the rendering is the same as the conversation's last one, as
+    # far as that went through the same messages: taken up from there (``WireBlocks.resume``).
+    clean = min((i for i in marked if 0 <= i < len(visible)), default=len(visible))
+    start = 0
+    lengths: list[int] = []
+    lasts: list[dict[str, Any] | None] = []
+    if remembered is not None:
+        resumed = remembered.resume(visible, inline_system, clean)
+        if resumed is not None:
+            start, lengths, lasts = len(resumed.messages), resumed.lengths, resumed.lasts
+            request.messages = resumed.state()
+    for index in range(start, len(visible)):
+        message = visible[index]
         if message.role == "system" and inline_system:
-            request.messages.append(
-                {"role": "system", "content": [{"type": "text", "text": message.text}]}
-            )
-            if index in marked:
-                request.messages[-1] = _marked(request.messages[-1])
-            continue
-        wire = None if message.role == "system" else wire_of(message)
-        if wire is not None:
-            previous = request.messages[-1] if request.messages else None
-            if previous is not None and previous["role"] == wire["role"]:
-                request.messages[-1] = _merged(previous, wire["content"])
-            else:
-                request.messages.append(wire)
+            request.messages.append(_system_message(message.text, shared=remembered is not None))
+        else:
+            wire = None if message.role == "system" else wire_of(message)
+            if wire is not None:
+                previous = request.messages[-1] if request.messages else None
+                if previous is not None and previous["role"] == wire["role"]:
+                    request.messages[-1] = _merged(previous, wire["content"])
+                else:
+                    request.messages.append(wire)
+        if index < clean:
+            lengths.append(len(request.messages))
+            lasts.append(request.messages[-1] if request.messages else None)
         if index in marked and request.messages:
             request.messages[-1] = _marked(request.messages[-1])
+    if remembered is not None and clean > 0:
+        made = request.messages[: lengths[-1]]  # a copy: the caller has the list
+        remembered.keep(_Fold(visible[:clean], inline_system, made, lengths, lasts))
     return request
+
+
+def _system_message(text: str, *, shared: bool) -> dict[str, Any]:
+    """A system message kept in place (Anthropic's mid-conversation system beta); ``shared``:
+    as a :class:`SharedMessage`, which no one changes (a breakpoint marks a copy)."""
+    if shared:
+        block = SharedBlock({"type": "text", "text": text})
+        return SharedMessage({"role": "system", "content": SharedContent([block])})
+    return {"role": "system", "content": [{"type": "text", "text": text}]}
 
 
 def _marked(message: dict[str, Any]) -> dict[str, Any]:
@@ -253,8 +328,13 @@ def _merged(previous: dict[str, Any], blocks: Sequence[dict[str, Any]]) -> dict[
         # Anthropic wants tool results before any text in a user turn.
         results = [b for b in content if b["type"] == "tool_result"]
         others = [b for b in content if b["type"] != "tool_result"]
-        return {**previous, "content": [*results, *blocks, *others]}
-    return {**previous, "content": [*content, *blocks]}
+        merged = [*results, *blocks, *others]
+    else:
+        merged = [*content, *blocks]
+    if type(previous) is SharedMessage and all(type(b) is SharedBlock for b in blocks):
+        # Shared blocks stay shared: the merged message's JSON is written once too.
+        return SharedMessage({**previous, "content": SharedContent(merged)})
+    return {**previous, "content": merged}
 
 
 def _blocks(message: Message) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ order, until the cap is reached:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -155,15 +156,24 @@ def _visible_breakpoints(messages: Sequence[Message], breakpoints: Sequence[int]
     """Message breakpoints as indexes among the agent-visible messages (what the wire adapter
     counts). A breakpoint on a hidden message moves to the visible one before it: the cached
     prefix is the same, since hidden messages are not sent."""
-    visible_before: list[int] = []
-    count = 0
-    for message in messages:
-        visible_before.append(count if message.meta.agent_visible else count - 1)
-        if message.meta.agent_visible:
-            count += 1
+    if not breakpoints:
+        return []
+    visible = list(map(_AGENT_VISIBLE, messages))  # in C: a view is long, and mostly visible
+    if all(visible):
+        visible_before: Sequence[int] = range(len(messages))
+    else:
+        visible_before = []
+        count = 0
+        for shown in visible:
+            visible_before.append(count if shown else count - 1)
+            if shown:
+                count += 1
     out: list[int] = []
     for bp in breakpoints:
         index = bp + len(messages) if bp < 0 else bp
         if 0 <= index < len(messages) and visible_before[index] >= 0:
             out.append(visible_before[index])
     return out
+
+
+_AGENT_VISIBLE = operator.attrgetter("meta.agent_visible")
