@@ -248,3 +248,26 @@ def test_resent_tools_and_system_are_the_same_values_and_checked_once(
     assert read["tools"] == changed and read["system"] is first.body["system"]
     with pytest.raises(ClientError, match=r"tools\.2\.name"):
         anthropic_side.parse_request(read, known_messages(cache, "a", read, keys))
+
+
+_KEYS = st.lists(st.sampled_from([bytes([i]) * 4 for i in range(12)]), max_size=8)
+
+
+@given(st.lists(st.tuples(st.sampled_from([b"a", b"b"]), _KEYS, _KEYS), max_size=10), st.booleans())
+def test_a_lookup_under_a_prefix_finds_what_a_lookup_finds(
+    steps: list[tuple[bytes, list[bytes], list[bytes]]], small: bool
+) -> None:
+    """Histories resent under a prefix (their new keys remembered after each lookup, as a
+    request's new messages are): the keys shared with the last lookup are not looked up again,
+    and what is found is what a plain lookup finds; in a cache too small for them all, every
+    digest found is the one remembered for its key."""
+    cache = DigestCache(size=3 if small else 1_000)
+    history: list[bytes] = []
+    for prefix, rewritten, new in steps:
+        history = rewritten[: len(history)] + history[len(rewritten) :] + new
+        found = cache.lookup_prefixed(prefix, history)
+        if small:
+            assert all(f in (None, prefix + k) for f, k in zip(found, history, strict=True))
+        else:
+            assert found == cache.lookup([prefix + key for key in history])
+        cache.remember([(prefix + key, prefix + key) for key in history[len(history) // 2 :]])

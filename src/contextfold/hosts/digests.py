@@ -184,10 +184,14 @@ class DigestCache:
     most ``size`` entries are kept, the least recently used dropped first. Thread-safe.
     """
 
-    def __init__(self, size: int = 200_000) -> None:
+    def __init__(self, size: int = 200_000, runs: int = 128) -> None:
         self.size = size
         self._known: OrderedDict[bytes, bytes] = OrderedDict()
         self._lock = threading.Lock()
+        self.runs = runs
+        # The last keys looked up under each prefix, by the prefix and their first key, with
+        # what was found (see :meth:`lookup_prefixed`).
+        self._runs: OrderedDict[bytes, tuple[Sequence[bytes], list[bytes | None]]] = OrderedDict()
 
     def lookup(self, keys: Sequence[bytes]) -> list[bytes | None]:
         """The digest remembered for each key (None where there is none)."""
@@ -199,6 +203,38 @@ class DigestCache:
             hits = compress(keys, map(operator.is_not, found, repeat(None)))
             deque(map(known.move_to_end, hits), maxlen=0)
         return found
+
+    def lookup_prefixed(self, prefix: bytes, keys: Sequence[bytes]) -> list[bytes | None]:
+        """``lookup`` of ``prefix + key`` for each of ``keys``: a history resent under the
+        same prefix looks up only what it does not share with the last one (its new messages,
+        and those not found then). A digest found once stays true (a key names one exact text,
+        and the digest is a function of it): one dropped from the cache since is still the
+        digest that would be taken again."""
+        if not keys:
+            return []
+        run_key = prefix + keys[0]
+        with self._lock:
+            last = self._runs.get(run_key)
+        if last is None:
+            found = self.lookup(list(map(prefix.__add__, keys)))
+        else:
+            last_keys, last_found = last
+            same = list(map(operator.eq, last_keys, keys))
+            shared = same.index(False) if False in same else len(same)
+            found = last_found[:shared]
+            # Looked up again: the keys not found last time (remembered since, most of them:
+            # the last request's new messages), and the new ones.
+            missing = list(compress(range(shared), map(operator.is_, found, repeat(None))))
+            again = self.lookup([prefix + keys[i] for i in missing])
+            for index, digest in zip(missing, again, strict=True):
+                found[index] = digest
+            found += self.lookup(list(map(prefix.__add__, keys[shared:])))
+        with self._lock:
+            self._runs[run_key] = (keys, found)
+            self._runs.move_to_end(run_key)
+            while len(self._runs) > self.runs:
+                self._runs.popitem(last=False)
+        return list(found)
 
     def remember(self, pairs: Sequence[tuple[bytes, bytes]]) -> None:
         """Remember each ``(key, digest)``."""

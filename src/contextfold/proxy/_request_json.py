@@ -227,11 +227,12 @@ class KnownMessages:
     _checked: list[bytes | None] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._checked = self.cache.lookup(list(map(self.namespace.__add__, self.keys)))
+        self._checked = self.cache.lookup_prefixed(self.namespace, self.keys)
 
     def indices(self) -> frozenset[int]:
         """The positions (in the body's ``messages``) of the messages already checked."""
-        return frozenset(i for i, seen in enumerate(self._checked) if seen is not None)
+        checked = self._checked
+        return frozenset(compress(range(len(checked)), map(operator.is_not, checked, repeat(None))))
 
     def digests(
         self,
@@ -245,18 +246,18 @@ class KnownMessages:
         remembered one where the message is known under ``context``, else taken by
         ``digest``; every one is then remembered, and its message as checked."""
         prefix = self.namespace + hashlib.sha256(context.encode()).digest()[:8]
-        keys = list(map(prefix.__add__, self.keys[start : start + len(messages)]))
+        keys = self.keys[start : start + len(messages)]
         if len(keys) != len(messages):  # no key for each message: nothing to remember by
             return [digest(message) for message in messages]
-        found = self.cache.lookup(keys)
+        found = self.cache.lookup_prefixed(prefix, keys)
         # Only the few messages not remembered are visited (a resent history is found whole).
         missing = list(compress(range(len(found)), map(operator.is_, found, repeat(None))))
         out = cast("list[bytes]", found)
         for index in missing:
             out[index] = digest(messages[index])
         if missing:
-            new = [(keys[i], out[i]) for i in missing]
-            checked = [(self.namespace + self.keys[start + i], b"") for i in missing]
+            new = [(prefix + keys[i], out[i]) for i in missing]
+            checked = [(self.namespace + keys[i], b"") for i in missing]
             self.cache.remember(new + checked)
         return out
 

@@ -29,6 +29,7 @@ __all__ = [
     "check",
     "check_unicode",
     "field_path",
+    "unknown_positions",
 ]
 
 PathStyle: TypeAlias = Literal["brackets", "dots"]
@@ -176,10 +177,10 @@ def check_unicode(
         value = {k: v for k, v in value.items() if k not in skip}
     if known and isinstance(value, Mapping) and isinstance(value.get("messages"), list):
         messages = value["messages"]
-        value = {
-            **value,
-            "messages": [m if i not in known else None for i, m in enumerate(messages)],
-        }
+        masked: list[Any] = [None] * len(messages)
+        for index in unknown_positions(len(messages), known):
+            masked[index] = messages[index]
+        value = {**value, "messages": masked}
     try:
         json.dumps(value, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
@@ -187,6 +188,15 @@ def check_unicode(
         raise error(where or None, "text is not valid Unicode (a lone surrogate)") from None
     except (TypeError, ValueError, RecursionError):
         raise error(None, "the request body is not a JSON document") from None
+
+
+def unknown_positions(count: int, known: Collection[int]) -> list[int]:
+    """The positions ``0..count-1`` not in ``known``, in order: the messages of a body that
+    were not checked before (a resent history is known but for its last few: found with set
+    operations, not a visit of every position)."""
+    if not known:
+        return list(range(count))
+    return sorted(set(range(count)).difference(known))
 
 
 def _find_bad_text(value: Any, where: str, style: PathStyle) -> str:

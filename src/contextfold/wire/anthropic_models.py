@@ -28,6 +28,7 @@ from contextfold.wire._checked import (
     WireModel,
     check,
     check_unicode,
+    unknown_positions,
 )
 
 __all__ = [
@@ -230,9 +231,8 @@ def check_request(
     checked = _check(_Body, body, "")
     if not same_system:
         _check_system(checked.system, "system")
-    for index, raw in enumerate(checked.messages):
-        if index in known:
-            continue
+    for index in unknown_positions(len(checked.messages), known):
+        raw = checked.messages[index]
         where = f"messages.{index}"
         message = _check(_Message, raw, where)
         if message.role == "system":  # the mid-conversation system beta (Claude Code sends it)

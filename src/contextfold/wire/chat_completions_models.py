@@ -25,6 +25,7 @@ from contextfold.wire._checked import (
     WireModel,
     check,
     check_unicode,
+    unknown_positions,
 )
 
 __all__ = ["CONTENT_PARTS", "ChatRequestError", "CheckedRequest", "check_request"]
@@ -184,9 +185,8 @@ def check_request(
         include = checked.stream_options.get("include_usage")
         if include is not None and not isinstance(include, bool):
             raise ChatRequestError("stream_options.include_usage", "expected a boolean")
-    for index, raw in enumerate(checked.messages):
-        if index not in known:
-            _check_message(raw, f"messages[{index}]", content_parts)
+    for index in unknown_positions(len(checked.messages), known):
+        _check_message(checked.messages[index], f"messages[{index}]", content_parts)
     tools = [_check_tool(tool, f"tools[{index}]") for index, tool in enumerate(checked.tools or ())]
     return CheckedRequest(tuple(tools))
 
