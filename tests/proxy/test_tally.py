@@ -36,8 +36,15 @@ def _body(system: str, turns: int) -> dict[str, Any]:
 def test_the_tally_is_the_counter_s_count_of_the_whole_request(system: str) -> None:
     counter = TiktokenCounter()
     tally = TokenTally()
-    for turns in (0, 1, 3, 3, 6):  # a growing history, one request resent as it was
-        client = anthropic_side.parse_request(_body(system, turns))
+    # A growing history, one request resent as it was, then rewound, rewritten and grown again
+    # (the conversation's last sums hold only as far as its messages are the same).
+    for turns, rewritten in ((0, 0), (1, 0), (3, 0), (3, 0), (6, 0), (2, 0), (6, 3), (7, 3)):
+        body = _body(system, turns)
+        if rewritten and len(body["messages"]) > rewritten:
+            body["messages"][rewritten] = {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t0", "content": "rewritten " * 50}
+            ]}  # fmt: skip
+        client = anthropic_side.parse_request(body)
         messages = [m for group in client.read() for m in group]
         whole = counter.count_request(messages, system=client.system, tools=client.tools)
         assert tally.count(counter, client) == whole

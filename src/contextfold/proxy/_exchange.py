@@ -71,6 +71,7 @@ __all__ = [
     "WireSide",
     "client_error",
     "off_loop",
+    "upstream_request",
 ]
 
 logger = logging.getLogger("contextfold.proxy")
@@ -178,6 +179,9 @@ class ProxyState:
     follows."""
     served: dict[str, bool] = field(default_factory=dict)
     """Which upstream paths the upstream serves, as probed (``--upstream-protocol auto``)."""
+    merged_headers: dict[tuple[tuple[str, str], ...], httpx.Headers] = field(default_factory=dict)
+    """Each set of upstream request headers, merged with the HTTP client's own (see
+    :func:`upstream_request`)."""
     answered: dict[tuple[str, str], list[Message]] = field(default_factory=dict)
     """The conversations of the Responses this proxy answered, by tenant and response id, for
     a later ``previous_response_id`` (the most recent :data:`ANSWERED_KEPT`)."""
@@ -565,11 +569,12 @@ class Exchange:
 
     async def _send(self, body: Mapping[str, Any]) -> httpx.Response:
         state = self.state
-        request = state.http.build_request(
-            "POST",
+        request = upstream_request(
+            state.http,
+            state.merged_headers,
             _url(state.config.upstream_url(self.upstream_side.UPSTREAM_PATH)),
-            content=state.bodies.encode(body, tokens=self._body_tokens),
-            headers={**self.upstream_headers, "content-type": "application/json"},
+            state.bodies.encode(body, tokens=self._body_tokens),
+            {**self.upstream_headers, "content-type": "application/json"},
         )
         self.tally["upstream_calls"] = self.tally.get("upstream_calls", 0) + 1
         try:
@@ -863,6 +868,38 @@ def first_party(protocol: ProtocolName, upstream: str) -> bool:
     encrypted items)."""
     host = _host(upstream)
     return host == ("api.anthropic.com" if protocol == "anthropic" else "api.openai.com")
+
+
+MERGED_HEADERS_KEPT = 256
+"""How many sets of request headers :func:`upstream_request` keeps merged with the client's."""
+
+
+def upstream_request(
+    http: httpx.AsyncClient,
+    merged_headers: dict[tuple[tuple[str, str], ...], httpx.Headers],
+    url: httpx.URL,
+    content: bytes,
+    headers: Mapping[str, str],
+) -> httpx.Request:
+    """``http.build_request("POST", url, content=content, headers=headers)``, made as it makes
+    it (the client's default headers, then ``headers``; its timeout), but with the two header
+    sets merged once for each set a client sends (the same on every request), kept in
+    ``merged_headers``, not on every request. Built by ``build_request`` itself when the client
+    would add anything else (a base URL, query parameters, cookies: the proxy's client has
+    none)."""
+    if http.params or http.cookies or url.is_relative_url:
+        return http.build_request("POST", url, content=content, headers=headers)
+    key = tuple(headers.items())
+    merged = merged_headers.get(key)
+    if merged is None:
+        merged = httpx.Headers(http.headers)
+        merged.update(headers)
+        if len(merged_headers) >= MERGED_HEADERS_KEPT:
+            merged_headers.clear()
+        merged_headers[key] = merged
+    # The request copies the headers: the merged set is never changed.
+    timeout = {"timeout": http.timeout.as_dict()}
+    return httpx.Request("POST", url, content=content, headers=merged, extensions=timeout)
 
 
 @functools.lru_cache(maxsize=16)
