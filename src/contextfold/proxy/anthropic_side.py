@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -212,8 +213,12 @@ def parse_request(body: Any, known: KnownMessages | None = None) -> ClientReques
         max_tokens=max_tokens,
         max_tokens_field="max_tokens",
         first_user_text=_first_user_text(raw_messages),
-        has_system_messages=any(raw["role"] == "system" for raw in raw_messages),
+        # The roles read in C: a resent history is long (every message has one, checked).
+        has_system_messages="system" in map(_ROLE, raw_messages),
     )
+
+
+_ROLE = operator.itemgetter("role")
 
 
 def _options(body: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import json
 import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 from contextfold.messages import (
@@ -247,10 +248,12 @@ def to_anthropic(
     whose last wire block gets ``cache_control``. ``remembered``: render each message's blocks
     once, across calls (see :class:`WireBlocks`).
     """
-    visible = [m for m in messages if m.meta.agent_visible]
+    # Read in C: a view is long, its messages mostly visible and seldom of the system.
+    messages = messages if isinstance(messages, list | tuple) else list(messages)
+    visible = list(compress(messages, map(_AGENT_VISIBLE, messages)))
     wire_of = _fresh_message if remembered is None else remembered.message
     system_texts = [system] if isinstance(system, str) else list(system or ())
-    if not inline_system:
+    if not inline_system and "system" in map(_ROLE, visible):
         system_texts += [m.text for m in visible if m.role == "system"]
     request = AnthropicRequest()
     # Breakpoint indexes refer to the caller's blocks; empty blocks are not sent, so a mark on
@@ -306,6 +309,10 @@ def _system_message(text: str, *, shared: bool) -> dict[str, Any]:
         block = SharedBlock({"type": "text", "text": text})
         return SharedMessage({"role": "system", "content": SharedContent([block])})
     return {"role": "system", "content": [{"type": "text", "text": text}]}
+
+
+_AGENT_VISIBLE = operator.attrgetter("meta.agent_visible")
+_ROLE = operator.attrgetter("role")
 
 
 def _marked(message: dict[str, Any]) -> dict[str, Any]:
