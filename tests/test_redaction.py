@@ -14,7 +14,12 @@ from hypothesis import strategies as st
 from benchmarks.ordinary_texts import ORDINARY_COUNT, ordinary_texts
 from benchmarks.secret_corpus import FORMATS, SecretSample, leaks, secret_samples
 from contextfold.redaction import redactor
-from contextfold.redaction.redactor import might_hold_secret, redact_json, redact_text
+from contextfold.redaction.redactor import (
+    might_hold_secret,
+    numbers_only,
+    redact_json,
+    redact_text,
+)
 from contextfold.redaction.rules import name_kind, value_is_secret
 
 PER_FORMAT = 4
@@ -251,3 +256,56 @@ def test_redact_json_equals_the_plain_walk_and_keeps_what_it_leaves_alone(
         plain = _plain_redact_json(given_value)
         assert json.dumps(redacted) == json.dumps(plain)
         assert (redacted is given_value) == (json.dumps(plain) == json.dumps(given_value))
+
+
+_NUMBERS = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=4).map(tuple)
+        | st.dictionaries(_KEYS, inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def _keys(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [*value, *(k for item in value.values() for k in _keys(item))]
+    if isinstance(value, list | tuple):
+        return [k for item in value for k in _keys(item)]
+    return []
+
+
+@settings(max_examples=300, deadline=None)
+@given(_NUMBERS | _JSON)
+def test_numbers_only_is_what_redaction_leaves_alone_without_reading_text(value: Any) -> None:
+    # The store skips redaction of a value this check passes (a state's usage figures, a token
+    # report): redaction must give the value itself, as the plain walk does. Values of numbers
+    # pass it exactly when redaction changes none of their keys (some keys here are secrets).
+    numbers = numbers_only(value)
+    if numbers:
+        assert redact_json(value) is value
+        assert json.dumps(_plain_redact_json(value)) == json.dumps(value)
+    keys = _keys(value)
+    if any(isinstance(leaf, str) for leaf in _leaves(value)):
+        assert not numbers
+    elif all(len(key) <= redactor.CACHED_TEXT_CHARS for key in keys):  # longer: not checked
+        assert numbers == all(redact_text(key) == key for key in keys)
+
+
+def _leaves(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _leaves(item)]
+    if isinstance(value, list | tuple):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]
+
+
+def test_numbers_only_on_the_values_the_store_sees() -> None:
+    usage = {"calls": 3, "total": {"input_tokens": 900, "cost": 0.25}, "growth": [1, 2, 3]}
+    assert numbers_only(usage) and numbers_only(7) and numbers_only(None) and numbers_only([])
+    assert not numbers_only({"anchor": {"ids_digest": "1e89c8"}})  # text
+    assert not numbers_only({1: 2})  # a key JSON writes as text
+    secret_key = next(p for p in _PIECES if redact_text(p) != p and len(p) < 1_000)
+    assert not numbers_only({"last_used": {secret_key: 1}})  # a key redaction changes

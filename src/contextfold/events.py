@@ -80,8 +80,9 @@ class Event:
     def to_dict(self) -> dict[str, Any]:
         """JSON form: ``{"type": ..., "session_id": ..., "at": ..., <fields>}``."""
         out: dict[str, Any] = {"type": self.type}
-        for f in dataclasses.fields(self):
-            out[f.name] = _jsonable(getattr(self, f.name))
+        for name in _field_names(type(self)):
+            value = getattr(self, name)
+            out[name] = value if type(value) in _PLAIN else _jsonable(value)
         return out
 
     def data(self) -> dict[str, Any]:
@@ -90,6 +91,21 @@ class Event:
         for key in ("type", "session_id", "at"):
             out.pop(key, None)
         return out
+
+
+_FIELD_NAMES: dict[type[Event], tuple[str, ...]] = {}
+"""Each event class's field names, in order (every usage report makes an event)."""
+
+
+def _field_names(cls: type[Event]) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+"""Field types :func:`_jsonable` gives back as they are (exact types: checked first)."""
 
 
 def _jsonable(value: Any) -> Any:

@@ -52,6 +52,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from functools import lru_cache
+from itertools import islice
 from typing import Any
 
 from contextfold.lru import LRU
@@ -64,7 +65,7 @@ from contextfold.redaction.rules import (
     value_is_secret,
 )
 
-__all__ = ["MARKER_PREFIX", "might_hold_secret", "redact_json", "redact_text"]
+__all__ = ["MARKER_PREFIX", "might_hold_secret", "numbers_only", "redact_json", "redact_text"]
 
 
 def _trigger_scan() -> tuple[re.Pattern[str], dict[str, tuple[int, ...]]]:
@@ -227,6 +228,28 @@ _SCALARS = frozenset((int, float, bool, type(None)))
 """The JSON types redaction never changes, passed over without a check of what else they are."""
 
 
+def numbers_only(value: Any) -> bool:
+    """True when ``value`` holds no text but object keys that redaction leaves as they are: a
+    number, a boolean, ``None``, or lists, tuples and dicts (exact types, string keys) of them
+    (a state's usage figures, a token report). :func:`redact_json` returns such a value itself
+    (it changes only strings), and this check reads no text but the keys, through the memo the
+    walk uses: far less than the scan of the value's JSON and the walk that follow a trigger
+    word such as ``token`` in a key. False says nothing: redaction may still change nothing."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or len(key) > CACHED_TEXT_CHARS or _key(key)[0] is not None:
+                return False
+            if type(item) not in _SCALARS and not numbers_only(item):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        return all(type(item) in _SCALARS or numbers_only(item) for item in value)
+    return False
+
+
 def _walk(value: Any, key_kind: str | None) -> Any:
     """``value`` redacted; ``value`` itself when nothing in it changed (a container is copied
     only when one of its members changed)."""
@@ -282,9 +305,13 @@ def _walk_items(value: list[Any] | tuple[Any, ...]) -> Any:
     return value
 
 
-def _walk_mapping(value: Mapping[Any, Any], changed: bool) -> Any:
-    out: dict[Any, Any] = {}
-    for key, item in value.items():
+def _walk_mapping(value: Mapping[Any, Any], copy: bool) -> Any:
+    """``value`` redacted; ``value`` itself when nothing in it changed, unless ``copy`` (a
+    mapping that is not a dict comes back as a dict)."""
+    # The copy is made only from the first member that changed (most mappings hold no secret):
+    # the members before it are taken as they are, in their order.
+    out: dict[Any, Any] | None = None
+    for index, (key, item) in enumerate(value.items()):
         if type(key) is str or isinstance(key, str):
             redacted_key, key_kind = (
                 _key(key) if len(key) <= CACHED_TEXT_CHARS else _key.__wrapped__(key)
@@ -293,9 +320,14 @@ def _walk_mapping(value: Mapping[Any, Any], changed: bool) -> Any:
             new_item = item if type(item) in _SCALARS else _walk(item, key_kind)
         else:
             new_key, new_item = key, _walk(item, None)
-        changed = changed or new_key is not key or new_item is not item
+        if out is None:
+            if new_key is key and new_item is item:
+                continue
+            out = dict(islice(value.items(), index))
         out[new_key] = new_item
-    return out if changed else value
+    if out is None:
+        return dict(value.items()) if copy else value
+    return out
 
 
 @lru_cache(maxsize=CACHED_TEXTS)

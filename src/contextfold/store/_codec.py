@@ -16,7 +16,12 @@ from typing import Any, NamedTuple
 
 from contextfold.edits import ContextEdit, edit_fields, edit_from_dict
 from contextfold.messages import Message
-from contextfold.redaction.redactor import might_hold_secret, redact_json, redact_text
+from contextfold.redaction.redactor import (
+    might_hold_secret,
+    numbers_only,
+    redact_json,
+    redact_text,
+)
 
 __all__ = [
     "EncodedMessages",
@@ -38,11 +43,17 @@ __all__ = [
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+# What ``json.dumps(value, ensure_ascii=..., separators=(",", ":"))`` makes, without a new
+# encoder for each call (an encoder keeps nothing between calls: one is shared by all threads).
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_COMPACT_ASCII = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
+
+
 def dumps(value: Any) -> str:
     """Compact JSON text of ``value`` that any UTF-8 database column accepts."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = _COMPACT.encode(value)
     if _SURROGATE.search(text):
-        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+        text = _COMPACT_ASCII.encode(value)
     return text
 
 
@@ -70,7 +81,7 @@ alone costs less than a scan of the whole text followed by the walk."""
 def _encode(value: Any, redact: bool) -> tuple[str, bool]:
     """JSON text of ``value``, and whether redaction changed it."""
     text = dumps(value)
-    if redact:
+    if redact and not numbers_only(value):  # an event of token counts holds no text
         redacted = redact_json(value, text if len(text) <= PREFILTERED_CHARS else None)
         if redacted is not value:
             cleaned = dumps(redacted)
@@ -124,7 +135,8 @@ class EncodedStates:
                 parts[key] = hit
                 continue
             stored, clean = plain, frozenset[Hashable]()
-            if self.redact:
+            # A part of numbers (the usage figures, the turn) is what redaction leaves alone.
+            if self.redact and not numbers_only(value):
                 # Redacted with its key, as the whole object would be (a key naming a
                 # credential makes its value one).
                 stored, clean = _redacted_part(
