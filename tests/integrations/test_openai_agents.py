@@ -12,6 +12,7 @@ import json
 import re
 import subprocess
 import sys
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,10 @@ from contextfold.integrations._openai_agents_items import (
     ItemsToMessages,
     MessagesToItems,
     _HistoryItems,
+    copy_plan,
+    json_copy,
     plain_item,
+    planned_copy,
     raw_items_by_digest,
 )
 from contextfold.integrations.openai_agents import (
@@ -461,3 +465,45 @@ def test_agent_run_through_a_small_window(tmp_path: Path) -> None:
 
 def test_example_runs() -> None:
     subprocess.run([sys.executable, str(EXAMPLE)], check=True, timeout=120)
+
+
+class _Dict(OrderedDict[Any, Any]):
+    """A dict subclass: json_copy makes a plain dict of it (and a flat one was copied as is)."""
+
+
+_json_leaves = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5)
+_json_trees = st.recursive(
+    _json_leaves | st.tuples(st.integers()),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+        | st.dictionaries(st.text(max_size=3), inner, max_size=2).map(_Dict)
+    ),
+    max_leaves=12,
+)
+
+
+def _containers(value: object) -> list[object]:
+    if isinstance(value, dict):
+        return [value, *(c for v in value.values() for c in _containers(v))]
+    if isinstance(value, list):
+        return [value, *(c for v in value for c in _containers(v))]
+    return []
+
+
+_items = st.dictionaries(st.text(max_size=3), _json_trees, max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_items | _items.map(_Dict))
+def test_a_planned_copy_is_the_json_copy(item: dict[str, Any]) -> None:
+    """MessagesToItems copies each item of the view by a plan made once: the same copy as
+    before (a flat item's shallow copy, else json_copy), sharing no dict or list with it."""
+    plan = copy_plan(item)
+    copied = planned_copy(item, plan)
+    flat = not any(isinstance(v, dict | list) for v in item.values())
+    expected = item.copy() if flat else json_copy(item)
+    assert repr(copied) == repr(expected)  # equal, with the same types (and NaN as NaN)
+    originals = {id(c) for c in _containers(item)}
+    assert not any(id(c) in originals for c in _containers(copied))
+    assert planned_copy(item, plan) is not copied  # a fresh copy every time
