@@ -18,6 +18,9 @@ from benchmarks.integrations import (
     run_pydantic_ai,
     timed_runs,
 )
+from contextfold.hosts import digests
+from contextfold.redaction import redactor
+from contextfold.tokens import counters
 from tests.conftest import shared_path
 
 
@@ -55,3 +58,30 @@ def test_the_configurations_take_turns(tmp_path: Path) -> None:
     rounds = [order[k : k + len(CONFIGS)] for k in range(0, len(order), len(CONFIGS))]
     assert [r[0] for r in rounds] == [*CONFIGS, CONFIGS[0]]
     assert all(sorted(r) == sorted(CONFIGS) for r in rounds)
+
+
+def test_a_run_starts_without_what_earlier_runs_left_in_the_caches(tmp_path: Path) -> None:
+    """A repeat of a transcript found its texts counted, digested and redacted by the run
+    before, and cost less than a conversation ever does: each run starts with them empty."""
+    folder = shared_path("trajectories", "mini-swe-agent-deepseek")
+    script = load_script(next(folder.glob("*django-14016*.json")), 3)
+    (tmp_path / "a").mkdir()
+    assert not replay(run_pydantic_ai, script, "contextfold", tmp_path / "a").error
+
+    def held() -> dict[str, int]:
+        return {
+            "digests": len(digests._digests),
+            "redactions": len(redactor._LONG_TEXTS) + redactor._redact_short.cache_info().currsize,
+            "counters": len(counters._shared_counters),
+        }
+
+    left = held()
+    assert all(left.values()), left  # the run used each of them
+    at_start: list[dict[str, int]] = []
+
+    def runner(script: Script, config: str, folder: Path) -> Run:
+        at_start.append(held())
+        return Run("fake", config, script.name, 0.0, [])
+
+    replay(runner, script, "contextfold", tmp_path)
+    assert at_start == [dict.fromkeys(left, 0)]
