@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Sequence
+from itertools import chain
 from typing import Any, NamedTuple
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -43,7 +44,7 @@ from contextfold.integrations._langchain_messages import (
     to_message,
     to_messages,
 )
-from contextfold.integrations._memo import LatestObjects, ToolSpecs, same_objects
+from contextfold.integrations._memo import LatestObjects, ToolSpecs, common_prefix, same_objects
 from contextfold.messages import Message, ThinkingPart
 from contextfold.store import BrowsableSessionStore
 from contextfold.tool_spec import ToolSpec
@@ -83,7 +84,7 @@ class ContextFoldMiddleware(AgentMiddleware):
         self._threads: dict[str, HistorySync] = {}
         self._converted = _Converted((), {}, (), {})
         self._keys: LatestObjects[_Key] = LatestObjects()
-        self._views: LatestObjects[list[AnyMessage]] = LatestObjects()
+        self._view = _MappedView([], [])
         self._last_originals: (
             tuple[list[AnyMessage], list[Message], dict[_Key, AnyMessage]] | None
         ) = None
@@ -195,23 +196,32 @@ class ContextFoldMiddleware(AgentMiddleware):
         """The view as LangChain messages: the original object for every message the engine left
         as it was (nothing of it lost), a converted one where the engine rewrote it (``neutral``:
         ``history`` converted). The engine keeps its view's messages between calls, so each is
-        mapped once; the history's keys are taken once per message too."""
+        mapped once: the view mostly begins with the last call's messages (told in C), whose
+        mappings are taken as they were; only the messages after them are looked up among the
+        last view's, then mapped. The history's keys are taken once per message too."""
         with self._lock:
-            originals: dict[_Key, AnyMessage] | None = None
-            out: list[AnyMessage] = []
-            for message in prepared.messages:
-                if message.role == "system":
-                    continue  # the request's system_message carries the system prompt
-                mapped = self._views.get((message,))
-                if mapped is None:
-                    if originals is None:
-                        originals = self._originals(history, neutral)
-                    original = originals.get(_unchanged_key(message))
-                    mapped = [original] if original is not None else from_message(message)
-                    self._views.keep((message,), mapped)
-                out.extend(mapped)
-            self._views.rotate()
-            return out
+            view = list(prepared.messages)
+            last = self._view
+            same = common_prefix(last.messages, view)
+            mapped = last.mapped[:same]
+            if same < len(view):
+                known = {id(m): (m, found) for m, found in zip(*last, strict=True)}
+                originals: dict[_Key, AnyMessage] | None = None
+                for message in view[same:]:
+                    hit = known.get(id(message))
+                    if hit is not None and hit[0] is message:
+                        found = hit[1]
+                    elif message.role == "system":
+                        found = []  # the request's system_message carries the system prompt
+                    else:
+                        if originals is None:
+                            originals = self._originals(history, neutral)
+                        original = originals.get(_unchanged_key(message))
+                        found = [original] if original is not None else from_message(message)
+                        known[id(message)] = (message, found)
+                    mapped.append(found)
+            self._view = _MappedView(view, mapped)
+            return list(chain.from_iterable(mapped))
 
     def _originals(
         self, history: Sequence[AnyMessage], neutral: Sequence[Message]
@@ -296,6 +306,14 @@ def _thread_id(config: RunnableConfig | None) -> str | None:
 
 
 _Key = tuple[bytes, tuple[ThinkingPart, ...]]
+
+
+class _MappedView(NamedTuple):
+    """The last view :meth:`ContextFoldMiddleware._view_messages` mapped: its messages (held, so
+    that no id is reused meanwhile) and what each became (none for a system message)."""
+
+    messages: list[Message]
+    mapped: list[list[AnyMessage]]
 
 
 class _Converted(NamedTuple):
