@@ -117,8 +117,9 @@ class _Run:
 
 class BodyEncoder:
     """JSON bytes of request bodies, remembering the encoding of long strings (at most
-    ``max_bytes`` of encodings; the least recently used go first). For one thread's use (the
-    event loop's): it is not locked."""
+    ``max_bytes`` of encodings; the least recently used go first) and each conversation's last
+    run of shared messages (:class:`_Run`: at most :data:`RUNS_KEPT`, and ``max_bytes`` of
+    them besides). For one thread's use (the event loop's): it is not locked."""
 
     def __init__(self, max_bytes: int = 32 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
