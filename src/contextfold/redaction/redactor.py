@@ -112,9 +112,12 @@ def _lower(text: str) -> str:
 def might_hold_secret(text: str) -> bool:
     """False when no rule can match anywhere in ``text`` (nor in any string of a JSON document
     whose text this is: no trigger or word holds a character JSON escapes)."""
-    if _TRIGGERS.search(text) is not None:
+    # The words first: where either is found, it is nearly always a word (``key``, ``token`` in
+    # code and logs; 42 of the 43 message rows that held either, in the engine benchmark's
+    # corpus), and their search costs about half the triggers' one.
+    if _WORDS.search(_lower(text)) is not None:
         return True
-    return _WORDS.search(_lower(text)) is not None
+    return _TRIGGERS.search(text) is not None
 
 
 def _secret_spans(text: str) -> list[Span]:
