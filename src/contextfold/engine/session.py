@@ -300,26 +300,21 @@ class Session:
         return self.add_tool_results([part])[0]
 
     def add_tool_results(self, results: Iterable[ToolResultPart]) -> list[Message]:
-        """Append tool results (one message each), each through truncation and offloading.
-
-        Written in one transaction (as :meth:`writes_together` does): the messages, the full
-        outputs stored behind their refs and the events that report the cuts commit together,
-        once, and a crash keeps none of them without the others."""
+        """Append tool results (one message each), each through truncation and offloading."""
         core = self._core
         added: list[Message] = []
-        with self.writes_together():
-            for result in results:
-                prepared = prepare_tool_output(
-                    result,
-                    session_id=core.id,
-                    blobs=core.blobs,
-                    limits=core.output_limits,
-                    policy=core.deps.policy.output_policy,
-                    counter=core.deps.counter,
-                )
-                for event in prepared.events:
-                    core.emit(event)
-                added.append(self.add_message(Message.tool(prepared.part)))
+        for result in results:
+            prepared = prepare_tool_output(
+                result,
+                session_id=core.id,
+                blobs=core.blobs,
+                limits=core.output_limits,
+                policy=core.deps.policy.output_policy,
+                counter=core.deps.counter,
+            )
+            for event in prepared.events:
+                core.emit(event)
+            added.append(self.add_message(Message.tool(prepared.part)))
         return added
 
     def add(self, message: Message) -> None:
