@@ -6,10 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import given
-from hypothesis import strategies as st
-
-from contextfold.integrations._memo import ToolSpecs, common_prefix, schema_fields
+from contextfold.integrations._memo import ToolSpecs, schema_fields
 from contextfold.tool_spec import ToolSpec
 
 
@@ -63,12 +60,3 @@ def test_a_tool_without_fields_is_converted_every_time() -> None:
     specs.specs(["a", "b"])
     specs.specs(["a"])
     assert made == ["a", "b", "a"]
-
-
-@given(st.lists(st.integers(0, 3), max_size=6), st.lists(st.integers(0, 3), max_size=6))
-def test_common_prefix_counts_the_shared_objects_from_the_start(a: list[int], b: list[int]) -> None:
-    pool = [object() for _ in range(4)]
-    left, right = [pool[i] for i in a], [pool[i] for i in b]
-    shared = common_prefix(left, right)
-    assert left[:shared] == right[:shared]
-    assert shared == min(len(a), len(b)) or left[shared] is not right[shared]

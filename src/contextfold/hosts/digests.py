@@ -21,6 +21,7 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import compress, repeat
 
+from contextfold.lru import LRU
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -30,6 +31,7 @@ from contextfold.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from contextfold.sequences import common_prefix
 from contextfold.tool_spec import ToolSpec
 
 __all__ = [
@@ -188,10 +190,9 @@ class DigestCache:
         self.size = size
         self._known: OrderedDict[bytes, bytes] = OrderedDict()
         self._lock = threading.Lock()
-        self.runs = runs
         # The last keys looked up under each prefix, by the prefix and their first key, with
         # what was found (see :meth:`lookup_prefixed`).
-        self._runs: OrderedDict[bytes, tuple[Sequence[bytes], list[bytes | None]]] = OrderedDict()
+        self._runs: LRU[bytes, tuple[Sequence[bytes], list[bytes | None]]] = LRU(runs)
 
     def lookup(self, keys: Sequence[bytes]) -> list[bytes | None]:
         """The digest remembered for each key (None where there is none)."""
@@ -213,14 +214,12 @@ class DigestCache:
         if not keys:
             return []
         run_key = prefix + keys[0]
-        with self._lock:
-            last = self._runs.get(run_key)
+        last = self._runs.get(run_key)
         if last is None:
             found = self.lookup(list(map(prefix.__add__, keys)))
         else:
             last_keys, last_found = last
-            same = list(map(operator.eq, last_keys, keys))
-            shared = same.index(False) if False in same else len(same)
+            shared = common_prefix(last_keys, keys, operator.eq)
             found = last_found[:shared]
             # Looked up again: the keys not found last time (remembered since, most of them:
             # the last request's new messages), and the new ones.
@@ -229,11 +228,7 @@ class DigestCache:
             for index, digest in zip(missing, again, strict=True):
                 found[index] = digest
             found += self.lookup(list(map(prefix.__add__, keys[shared:])))
-        with self._lock:
-            self._runs[run_key] = (keys, found)
-            self._runs.move_to_end(run_key)
-            while len(self._runs) > self.runs:
-                self._runs.popitem(last=False)
+        self._runs.put(run_key, (keys, found))
         return list(found)
 
     def remember(self, pairs: Sequence[tuple[bytes, bytes]]) -> None:

@@ -12,29 +12,16 @@ of the latest call, so a call converts only what is new.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from operator import is_
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
+from contextfold.sequences import same_objects
 from contextfold.tool_spec import ToolSpec
 
-__all__ = ["LatestObjects", "ToolSpecs", "common_prefix", "same_objects", "schema_fields"]
+__all__ = ["LatestObjects", "ToolSpecs", "schema_fields"]
 
 T = TypeVar("T")
 V = TypeVar("V")
-
-
-def same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
-    """Whether ``a`` and ``b`` hold the very same objects, in order."""
-    return len(a) == len(b) and all(map(is_, a, b))
-
-
-def common_prefix(a: Sequence[object], b: Sequence[object]) -> int:
-    """How many of the first objects ``a`` and ``b`` share (the very objects)."""
-    shared = min(len(a), len(b))
-    if same_objects(a[:shared], b[:shared]):
-        return shared  # the usual case: one pass in C
-    return list(map(is_, a, b)).index(False)
 
 
 class LatestObjects(Generic[V]):

@@ -22,7 +22,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from contextfold.hosts.digests import message_digest
-from contextfold.integrations._memo import common_prefix, same_objects
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -34,6 +33,7 @@ from contextfold.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from contextfold.sequences import common_prefix, same_objects
 
 __all__ = [
     "RAW_ITEMS_KEY",

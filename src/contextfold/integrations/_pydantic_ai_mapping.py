@@ -28,7 +28,6 @@ from typing import Any
 import pydantic_core
 from pydantic_ai import messages as pa
 
-from contextfold.integrations._memo import common_prefix, same_objects
 from contextfold.messages import (
     ImagePart,
     Message,
@@ -43,6 +42,7 @@ from contextfold.messages import (
     ToolResultPart,
     Usage,
 )
+from contextfold.sequences import common_prefix, same_objects
 
 __all__ = ["SIDECAR_KEY", "HistoryMapping", "from_messages", "to_messages"]
 
@@ -426,7 +426,7 @@ class HistoryMapping:
 
     Both directions mostly see the last call's objects again, in the same places, and more
     after them: what a call shares with the one before, from the start, is told in C
-    (:func:`~contextfold.integrations._memo.common_prefix`, and a list compare of the
+    (:func:`~contextfold.sequences.common_prefix`, and a list compare of the
     snapshots), and only what follows is looked up among the last call's conversions, by
     identity. A memo lookup per message cost a third of mapping an unchanged history.
     """

@@ -44,8 +44,9 @@ from contextfold.integrations._langchain_messages import (
     to_message,
     to_messages,
 )
-from contextfold.integrations._memo import LatestObjects, ToolSpecs, common_prefix, same_objects
+from contextfold.integrations._memo import LatestObjects, ToolSpecs
 from contextfold.messages import Message, ThinkingPart
+from contextfold.sequences import common_prefix, same_objects
 from contextfold.store import BrowsableSessionStore
 from contextfold.tool_spec import ToolSpec
 from contextfold.tools.deferral import READ_RESULT_TOOL

@@ -8,7 +8,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import cast
 
+from contextfold.lru import LRU
 from contextfold.proxy._wire import ClientRequest
+from contextfold.sequences import common_prefix
 from contextfold.tokens.counters import TokenCounter
 
 __all__ = ["TokenTally"]
@@ -24,13 +26,10 @@ class TokenTally:
 
     def __init__(self, size: int = _DEFAULT_SIZE, runs: int = 256) -> None:
         self.size = size
-        self.runs = runs
         self._known: OrderedDict[tuple[str, bytes], int] = OrderedDict()
         # By counter and first digest: the last request's digests, and after each of them the
         # tokens of the messages so far (the first sum is 0).
-        self._runs: OrderedDict[tuple[str, bytes], tuple[Sequence[bytes], list[int]]] = (
-            OrderedDict()
-        )
+        self._runs: LRU[tuple[str, bytes], tuple[Sequence[bytes], list[int]]] = LRU(runs)
         self._lock = threading.Lock()
 
     def count(self, counter: TokenCounter, client: ClientRequest) -> int:
@@ -44,14 +43,13 @@ class TokenTally:
         run_key = (name, digests[0])
         shared = 0
         sums = [0]
+        last = self._runs.get(run_key)
+        if last is not None:
+            # A message's count depends on its digest alone: the sums hold while the digests
+            # are the same.
+            shared = common_prefix(last[0], digests, operator.eq)
+            sums = last[1][: shared + 1]
         with self._lock:
-            last = self._runs.get(run_key)
-            if last is not None:
-                # A message's count depends on its digest alone: the sums hold while the
-                # digests are the same.
-                same = list(map(operator.eq, last[0], digests))
-                shared = same.index(False) if False in same else len(same)
-                sums = last[1][: shared + 1]
             known = self._known
             counts = [known.get((name, digest)) for digest in digests[shared:]]
         for offset, tokens in enumerate(counts):
@@ -67,9 +65,5 @@ class TokenTally:
         for tokens in counts:
             running += cast(int, tokens)
             sums.append(running)
-        with self._lock:
-            self._runs[run_key] = (digests, sums)
-            self._runs.move_to_end(run_key)
-            while len(self._runs) > self.runs:
-                self._runs.popitem(last=False)
+        self._runs.put(run_key, (digests, sums))
         return total + running

@@ -20,12 +20,12 @@ nor escaped again, nor put together again from its blocks.
 from __future__ import annotations
 
 import json
-import operator
 import secrets
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from contextfold.sequences import common_prefix
 from contextfold.wire.anthropic import SharedBlock, SharedMessage
 
 __all__ = ["BodyEncoder"]
@@ -222,8 +222,7 @@ class BodyEncoder:
         pieces: list[bytes] = []
         end = -2  # where the run's JSON ends (-2: nothing yet, and no b", " before the first)
         if last is not None and last.items[0] is first:
-            same = list(map(operator.is_, last.items, messages))
-            shared = same.index(False) if False in same else len(same)
+            shared = common_prefix(last.items, messages)
             ends = last.ends[:shared]
             end = ends[-1]
             pieces.append(last.joined[:end])

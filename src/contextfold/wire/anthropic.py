@@ -31,6 +31,7 @@ from contextfold.messages import (
     ToolResultPart,
     Usage,
 )
+from contextfold.sequences import common_prefix
 from contextfold.tool_spec import ToolSpec
 from contextfold.wire.values import MessageError, as_id, as_text, child, shown, string, token_count
 
@@ -182,8 +183,7 @@ class WireBlocks:
             return None
         if fold.inline_system != inline_system:
             return None
-        same = list(map(operator.is_, fold.messages, visible))
-        done = min(same.index(False) if False in same else len(same), clean)
+        done = min(common_prefix(fold.messages, visible), clean)
         if done <= 0:
             return None
         return _Fold(
