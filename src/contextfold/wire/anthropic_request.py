@@ -27,13 +27,17 @@ order, until the cap is reached:
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from typing import Any
 
 from contextfold.chat import ChatRequest
 from contextfold.messages import Message
-from contextfold.wire.anthropic import WireBlocks, to_anthropic, tools_to_anthropic
+from contextfold.wire.anthropic import (
+    _AGENT_VISIBLE,
+    WireBlocks,
+    to_anthropic,
+    tools_to_anthropic,
+)
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -174,6 +178,3 @@ def _visible_breakpoints(messages: Sequence[Message], breakpoints: Sequence[int]
         if 0 <= index < len(messages) and visible_before[index] >= 0:
             out.append(visible_before[index])
     return out
-
-
-_AGENT_VISIBLE = operator.attrgetter("meta.agent_visible")
