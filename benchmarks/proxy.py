@@ -14,7 +14,10 @@ Three measurements, all against :class:`tests.proxy.upstreams.ScriptedUpstream` 
 3. **Tokens upstream.** Real transcripts from ``../shared/data`` replayed as a client sends them
    (the whole history before each assistant message, window 32k); the scripted upstream answers
    with the transcript's own next assistant message, so the conversation goes on as recorded.
-   Client tokens and upstream tokens are counted by the same counter (the upstream's).
+   Client tokens and upstream tokens are counted by the same counter (the upstream's). The
+   proxy makes its ids there in :func:`contextfold.messages.reproducible_ids`: summaries and the
+   ledger cite messages by id, and a fresh id's clock and random digits would change how many
+   tokens they take from one run to the next.
 
 Usage: ``python -m benchmarks.proxy [--quick] [--write/--no-write]``.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import cProfile
 import gc
 import io
@@ -72,7 +76,7 @@ from benchmarks._results import (
 )
 from benchmarks.peers.proxies import PEER_PROXIES, PeerProxy
 from benchmarks.proxy_peers import measure_side_by_side, peers_named, side_by_side_table
-from contextfold.messages import Message, TextPart, ToolCallPart
+from contextfold.messages import Message, TextPart, ToolCallPart, reproducible_ids
 from contextfold.proxy import ProxyConfig, create_app
 from contextfold.store import open_store
 from contextfold.transcripts import load_transcript
@@ -474,6 +478,21 @@ class ReplayRow:
     over_window: int
 
 
+REPLAY_FIRST_ID = 0x6614410A25FC28C22E5B785
+"""Where the ids the proxy makes in a replay start: a real id's digits (its clock and random
+part), so that the ids a summary cites take about as many tokens as in real use (ids counted
+from 1, mostly zeros, took 0.3 % fewer upstream tokens)."""
+
+
+def _reproducible_context() -> contextvars.Context:
+    """Context variables under which the ids the proxy makes count up from
+    :data:`REPLAY_FIRST_ID` (:func:`reproducible_ids`): the context the proxy serves a replay in.
+    In real use they hold the clock and random digits (and are unique across its store; here each
+    replay has a store of its own)."""
+    with reproducible_ids(REPLAY_FIRST_ID):
+        return contextvars.copy_context()
+
+
 def replay_transcript(path: Path, max_requests: int, store: Path) -> ReplayRow:
     transcript = load_transcript(path)
     messages = _replayable(transcript.messages)
@@ -493,7 +512,7 @@ def replay_transcript(path: Path, max_requests: int, store: Path) -> ReplayRow:
     with serve(upstream) as up_url:
         config = ProxyConfig(upstream=up_url, window=REPLAY_WINDOW, store=store)
         with (
-            serve(create_app(config)) as proxy_url,
+            serve(create_app(config), context=_reproducible_context()) as proxy_url,
             httpx.Client(base_url=proxy_url, timeout=300) as client,
         ):
             headers = {**HEADERS, "x-api-key": f"bench-replay-{path.stem}"}

@@ -11,6 +11,7 @@ between choosing and listening (the race a "find a free port, then start the ser
 
 from __future__ import annotations
 
+import contextvars
 import json
 import socket
 import threading
@@ -18,6 +19,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import uvicorn
@@ -45,8 +47,13 @@ SHUTDOWN_TIMEOUT = 10.0
 
 
 @contextmanager
-def serve(app: ASGIApp) -> Iterator[str]:
+def serve(app: ASGIApp, *, context: contextvars.Context | None = None) -> Iterator[str]:
     """Serve ``app`` on loopback; yields its base URL ``"http://127.0.0.1:PORT"``.
+
+    ``context``: the context variables the server runs with (its requests, and the worker threads
+    they hand work to, get copies); by default none, as in any new thread. A benchmark passes one
+    made inside :func:`contextfold.messages.reproducible_ids`, so the ids the app makes are the
+    same on every run.
 
     The server stops when the block exits, also on an exception: first gracefully (uvicorn closes
     idle connections and lets running responses finish), then forcibly after
@@ -68,8 +75,9 @@ def serve(app: ASGIApp) -> Iterator[str]:
     server = uvicorn.Server(config)
     # Server.run skips installing signal handlers outside the main thread, so a test's Ctrl-C
     # still reaches pytest.
+    run = server.run if context is None else partial(context.run, server.run)
     thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-{port}", daemon=True
+        target=run, kwargs={"sockets": [sock]}, name=f"uvicorn-{port}", daemon=True
     )
     thread.start()
     try:
