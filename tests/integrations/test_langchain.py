@@ -11,7 +11,8 @@ import asyncio
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -539,3 +540,38 @@ def test_a_grown_history_converts_as_the_whole_history_does(tmp_path: Path) -> N
             if id(message) in before:  # converted by the call before: the same object
                 assert neutral is before[id(message)]
         before = {id(m): n for m, n in zip(history, got, strict=True)}
+
+
+def test_a_reply_is_stored_with_the_next_calls_messages(tmp_path: Path) -> None:
+    """A model call's reply reaches the store with the tool results the next call brings, in
+    that call's one transaction; the run's last reply when the run ends. The store holds the
+    whole run, as the graph state does."""
+    engine = _engine(tmp_path / "commits.db")
+    store = engine.store
+    atomic = store.atomic  # type: ignore[attr-defined]
+    commits: list[int] = []
+    depth = [0]
+
+    @contextmanager
+    def counted() -> Iterator[None]:
+        depth[0] += 1
+        try:
+            with atomic():
+                yield
+        finally:
+            depth[0] -= 1
+        commits.extend([1] if depth[0] == 0 else [])
+
+    store.atomic = counted  # type: ignore[attr-defined]
+    model = ScriptedChatModel(
+        steps=[_call("seq", "c1", count=3), _call("seq", "c2", count=4), _answer("done")]
+    )
+    middleware = ContextFoldMiddleware(engine)
+    agent = create_agent(model, [seq], middleware=[middleware])
+    state = agent.invoke({"messages": [HumanMessage("Count.")]})
+    assert len(model.inputs) == 3
+    assert len(commits) == len(model.inputs) + 1  # one per call, and the last reply's
+    stored = _stored(engine, middleware.session().id)
+    assert [m.role for m in stored] == [m.role for m in to_messages(state["messages"])]
+    assert stored[-1].text == "done"
+    engine.close()

@@ -92,6 +92,9 @@ class ContextFoldMiddleware(AgentMiddleware):
         # A provider's dict tool may change in place: converted every call.
         self._specs: ToolSpecs[BaseTool | dict[str, Any]] = ToolSpecs(_tool_fields, tool_spec)
         self._lock = threading.Lock()
+        self._replied: dict[HistorySync, list[BaseMessage]] = {}
+        """Per conversation, the history as the last model call saw it, with the reply: not
+        stored yet (see :meth:`_record`)."""
         self.tools: Sequence[BaseTool] = [self._read_result_tool()]
 
     # -- conversations ---------------------------------------------------------------------------
@@ -131,10 +134,11 @@ class ContextFoldMiddleware(AgentMiddleware):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelCallResult:
-        """Call the model with the engine's view; record its reply in the session."""
+        """Call the model with the engine's view; its reply is stored with what follows it
+        (:meth:`_record`)."""
         sync = self._current_sync()
         response = handler(self._viewed(sync, request))
-        self._record(sync, request, response)
+        self._replied[sync] = [*request.messages, *response.result]
         return response
 
     async def awrap_model_call(
@@ -146,8 +150,18 @@ class ContextFoldMiddleware(AgentMiddleware):
         sync = self._current_sync()
         viewed = await asyncio.to_thread(self._viewed, sync, request)
         response = await handler(viewed)
-        await asyncio.to_thread(self._record, sync, request, response)
+        self._replied[sync] = [*request.messages, *response.result]
         return response
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Store the run's last reply: no model call follows it."""
+        self._record(self._current_sync())
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """:meth:`after_agent` for async runs (the store is written off the event loop)."""
+        await asyncio.to_thread(self._record, self._current_sync())
+        return None
 
     def _neutral(self, messages: Sequence[BaseMessage]) -> list[Message]:
         """``messages`` as contextfold messages (as :func:`to_messages` makes them), each message
@@ -177,6 +191,7 @@ class ContextFoldMiddleware(AgentMiddleware):
         return out
 
     def _viewed(self, sync: HistorySync, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        self._record(sync, request.messages)
         system = request.system_message
         neutral = self._neutral(request.messages)
         prepared = sync.prepare(
@@ -253,11 +268,21 @@ class ContextFoldMiddleware(AgentMiddleware):
         self._last_originals = (list(history), list(neutral), originals)
         return originals
 
-    def _record(
-        self, sync: HistorySync, request: ModelRequest[Any], response: ModelResponse[Any]
-    ) -> None:
-        """Store the reply now: the last one of a run would otherwise wait for a next call."""
-        sync.update(self._neutral([*request.messages, *response.result]))
+    def _record(self, sync: HistorySync, history: Sequence[BaseMessage] = ()) -> None:
+        """Store the last model call's reply, before a call on ``history`` (or at the end of
+        the run). A reply is stored when the next call comes, with that call's new messages (its
+        tool results): one commit per call instead of two, as a commit costs as much as the
+        rest of the update. That is when ``history`` goes on from the reply (the same objects,
+        told in C); a history that does not (another middleware rewrote it) gets the reply
+        stored on its own first, in the session that held the call, as it always was. A run
+        that ends with the model's answer stores it in :meth:`after_agent`; one that ends in
+        an error or an interrupt stores it with its next call."""
+        replied = self._replied.pop(sync, None)
+        if replied is None:
+            return
+        if len(replied) <= len(history) and same_objects(replied, history[: len(replied)]):
+            return  # the call's update stores it
+        sync.update(self._neutral(replied))
 
     # -- read_result -----------------------------------------------------------------------------
 
