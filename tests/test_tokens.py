@@ -360,6 +360,12 @@ _LINE_PIECES = st.sampled_from(
         "\x85",
         "_x",
         "HTTPServer",
+        "-----",
+        "~~~~~~~~",
+        "==-==",
+        "!!!!",
+        "abcdefghijklmnopq",
+        "Identifier",
     ]
 )
 
@@ -390,15 +396,31 @@ def _found_by_the_class_patterns(text: str) -> tuple[list[int], str]:
     return [len(p.findall(blanked)) for _, p, _ in tokenizers._HEURISTIC_CLASSES], blanked
 
 
+_ASCII_TEXT = st.text(st.characters(max_codepoint=127), max_size=8)
+
+
 @settings(max_examples=400, deadline=None)
-@given(st.lists(_LINE_PIECES | st.text(max_size=8), max_size=12).map("".join))
+@given(st.lists(_LINE_PIECES | st.text(max_size=8) | _ASCII_TEXT, max_size=12).map("".join))
 def test_the_classes_are_found_as_their_patterns_find_them(text: str) -> None:
-    """The heuristic finds each class a faster way (other patterns, none of the non-ASCII
-    classes in ASCII text, long whitespace from the indents, no blanking without a random
-    run): as many matches as the class's own pattern, so the same float."""
+    """The heuristic finds each class a faster way (other patterns, ASCII ones in ASCII text,
+    none of the non-ASCII classes there, long whitespace, long words and repeated characters
+    read off other matches, no blanking without a random run): as many matches as the class's
+    own pattern, so the same float."""
     expected, blanked = _found_by_the_class_patterns(text)
     assert tokenizers._random_runs(text)[1] == blanked
     assert tokenizers._class_matches(blanked) == expected
+
+
+def test_the_ascii_patterns_match_the_characters_the_class_patterns_match() -> None:
+    """Each pattern used on ASCII text finds, for every ASCII character (alone, three in a row,
+    after a space, before a digit), what the pattern it stands for finds (the class's own, or
+    its faster one)."""
+    patterns = {name: pattern for name, pattern, _ in tokenizers._HEURISTIC_CLASSES}
+    patterns.update(tokenizers._FASTER_PATTERNS)
+    for name, ascii_pattern in tokenizers._ASCII_PATTERNS.items():
+        for code in range(128):
+            for text in (chr(code), chr(code) * 3, f" {chr(code)}", f"{chr(code)} 1"):
+                assert ascii_pattern.findall(text) == patterns[name].findall(text), (name, code)
 
 
 def test_the_classes_are_found_as_their_patterns_find_them_in_real_transcripts() -> None:
