@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from contextfold.messages import (
@@ -327,6 +327,9 @@ def test_scale_multiplies_counts() -> None:
 @settings(max_examples=60, deadline=None)
 @given(st.text(max_size=400), st.text(max_size=400))
 def test_heuristic_counts_are_non_negative_and_additive_ish(a: str, b: str) -> None:
+    # A random run made at the seam is priced by its length, not additively: "G" and 23
+    # digits (1 and 11 tokens) join into a base64-like run of 17.
+    assume(not any(map(tokenizers._is_random, tokenizers._RANDOM_RUN.findall(a + b))))
     counter = HeuristicCounter()
     ca, cb, cab = counter.count_text(a), counter.count_text(b), counter.count_text(a + b)
     assert min(ca, cb, cab) >= 0

@@ -56,21 +56,31 @@ _FASTER_PATTERNS: dict[str, re.Pattern[str]] = {
     # character is never a letter, and punctuation's optional space never punctuation: without
     # them the pieces are as many, and the pattern is not tried at every character (word
     # pieces: twice as fast).
-    "word": re.compile(r"[A-Z]+[a-z]*|[a-z]+"),
-    "punctuation": re.compile(r"[^\w\s]+"),
+    #
+    # And each opens with one character, not a repeat of it (X+ written XX*, X{1,3} XX?X?,
+    # X{2,} XX+): the same matches, found in half to four fifths of the time (measured on the
+    # integrations benchmark's texts). A pattern that opens with a character set lets the
+    # search skip at C speed to where a match can start; one that opens with a repeat is
+    # entered at every character.
+    "word": re.compile(r"[A-Z][A-Z]*[a-z]*|[a-z][a-z]*"),
+    "digits": re.compile(r"\d\d?\d?"),
+    "punctuation": re.compile(r"[^\w\s][^\w\s]*"),
+    "indent": re.compile(r"[ \t][ \t]+"),
     # \s*\n matches once per run of whitespace holding a line break (the first try in the
     # run takes all of it, backing up to its last break); tried at each character of every
     # run, it scans the rest of the run each time. \n\s* finds the same runs from their first
     # break (ten times as fast).
     "newline": re.compile(r"\n\s*"),
 }
+_ASCII_PUNCTUATION = r"[\x00-\x08\x0e-\x1b!-/:-@\[-^`{-\x7f]"
+"""``[^\\w\\s]`` in ASCII text."""
 _ASCII_PATTERNS: dict[str, re.Pattern[str]] = {
     # The same matches in ASCII text, where \d is [0-9] and [^\w\s] the ranges below: a set of
     # ranges is looked up in a table, where \d, \w and \s are looked up by Unicode category
     # (punctuation a third faster, digits a tenth).
-    "digits": re.compile(r"[0-9]{1,3}"),
+    "digits": re.compile(r"[0-9][0-9]?[0-9]?"),
     "space_digit": re.compile(r" (?=[0-9])"),
-    "punctuation": re.compile(r"[\x00-\x08\x0e-\x1b!-/:-@\[-^`{-\x7f]+"),
+    "punctuation": re.compile(_ASCII_PUNCTUATION + _ASCII_PUNCTUATION + "*"),
 }
 _NOT_ASCII_CLASSES = frozenset({"cjk", "other_letter", "symbol"})
 """Classes no ASCII character belongs to: an ASCII text (most are) has no match of them."""
