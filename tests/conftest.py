@@ -19,16 +19,6 @@ SHARED_DATA = Path(
 TRAJECTORIES = SHARED_DATA / "trajectories"
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Real-socket test servers send a reply's last bytes once the app has returned, so a
-    test finds every reply the proxy sent recorded (see ``tests.proxy.servers.SETTLED_REPLIES``)."""
-    try:
-        from tests.proxy import servers
-    except ImportError:  # without the proxy's extra there is no such server
-        return
-    servers.SETTLED_REPLIES = True
-
-
 def shared_path(*parts: str) -> Path:
     """A path under ../shared/data; the calling test is skipped when the corpus is absent."""
     path = SHARED_DATA.joinpath(*parts)

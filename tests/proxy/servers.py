@@ -45,39 +45,6 @@ STARTUP_TIMEOUT = 30.0
 SHUTDOWN_TIMEOUT = 10.0
 """Seconds a graceful stop may take (open streams are given this long) before it is forced."""
 
-SETTLED_REPLIES = False
-"""Hold each response's last bytes until the app has returned (the test suite sets it: see
-``tests/conftest.py``). The proxy records a whole reply after sending it, when nothing can
-come between (``contextfold.proxy._exchange._RecordedAfter``): its client's next request waits
-for it, but a test reading the store right after a reply would race the recording. With it on,
-a test finds every reply it got recorded, as before; the benchmarks leave it off, so their
-clients get each reply when a client of a real proxy does."""
-
-
-class _Settled:
-    """``app``, each response's last body message sent once ``app`` has returned."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        last: list[Message] = []
-
-        async def held(message: Message) -> None:
-            if message["type"] == "http.response.body" and not message.get("more_body", False):
-                last.append(message)
-                return
-            await send(message)
-
-        try:
-            await self.app(scope, receive, held)
-        finally:
-            for message in last:
-                await send(message)
-
 
 @contextmanager
 def serve(app: ASGIApp, *, context: contextvars.Context | None = None) -> Iterator[str]:
@@ -90,7 +57,7 @@ def serve(app: ASGIApp, *, context: contextvars.Context | None = None) -> Iterat
 
     The server stops when the block exits, also on an exception: first gracefully (uvicorn closes
     idle connections and lets running responses finish), then forcibly after
-    :data:`SHUTDOWN_TIMEOUT`. See :data:`SETTLED_REPLIES`.
+    :data:`SHUTDOWN_TIMEOUT`.
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -100,7 +67,7 @@ def serve(app: ASGIApp, *, context: contextvars.Context | None = None) -> Iterat
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        _Settled(app) if SETTLED_REPLIES else app,
+        app,
         log_level="warning",
         lifespan="auto",  # the proxy opens its store and HTTP client at startup
         timeout_graceful_shutdown=int(SHUTDOWN_TIMEOUT),

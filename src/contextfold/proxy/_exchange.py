@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator, Callable, Collection, Generator, Mapp
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar, TypeVarTuple, Unpack
 
-import anyio
 import anyio.to_thread
 import httpx
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -186,10 +185,6 @@ class ProxyState:
     answered: dict[tuple[str, str], list[Message]] = field(default_factory=dict)
     """The conversations of the Responses this proxy answered, by tenant and response id, for
     a later ``previous_response_id`` (the most recent :data:`ANSWERED_KEPT`)."""
-    unrecorded: set[anyio.Event] = field(default_factory=set)
-    """One event per reply the client has but this process has not recorded yet (see
-    :class:`_RecordedAfter`), set once it is: a request waits for them all before it reads
-    the store, so it finds what it would have found had they been recorded first."""
 
 
 Result = TypeVar("Result")
@@ -273,18 +268,11 @@ NO_RETRY: dict[str, Any] = {}
 the round is then relayed as it came, cut, and sent back as a :class:`Round`."""
 
 
-ANSWERED: dict[str, Any] = {}
-"""What the flow yields (by identity) once the client's reply is settled, before recording
-it: the driver sends the reply first, or records it at once (see :meth:`Exchange._rounds`)."""
-
-
 class Unrecoverable(Exception):
     """The engine cannot make the request smaller: the client gets the upstream's refusal."""
 
 
-Step = Generator[dict[str, Any], "Round | Overflowed | CutShort | None", None]
-"""The rounds of one request (:meth:`Exchange._flow`); ``None`` is sent only to answer
-:data:`ANSWERED`."""
+Step = Generator[dict[str, Any], "Round | Overflowed | CutShort", None]
 
 
 @dataclass
@@ -311,12 +299,6 @@ class Exchange:
     _reply: ChatResponse | None = field(default=None, init=False)
     _body_tokens: int = field(default=0, init=False)
     """About how many tokens the latest upstream body holds."""
-    _record_later: bool = field(default=False, init=False)
-    """Set by the driver before each step: a final reply the flow settles in it is left
-    unrecorded (it yields :data:`ANSWERED`), to be recorded once the client has it."""
-    _unrecorded: bool = field(default=False, init=False)
-    """The client's final reply is settled and not yet recorded: the flow records it when it
-    is next stepped (see :class:`_RecordedAfter`)."""
     on_answered: Callable[[ClientWriter], None] | None = None
     """Called once the client has its whole reply (a Responses client's is remembered for a
     later ``previous_response_id``)."""
@@ -332,7 +314,6 @@ class Exchange:
     # -- the whole request -------------------------------------------------------------------
 
     async def run(self) -> Response:
-        await _recorded(self.state)
         made = self.state.engines.for_model(self.upstream_model, _provider(self))
         conversation = Conversation(
             made.engine,
@@ -353,8 +334,7 @@ class Exchange:
             await off_loop(self.state, conversation.abandon)
             raise
         finally:
-            # A stream frees them as it ends, a reply recorded after it is sent once it is.
-            if not isinstance(response, StreamingResponse | _RecordedAfter):
+            if not isinstance(response, StreamingResponse):  # a stream frees them as it ends
                 await _end(self.state, conversation)
 
     async def _answer(self, conversation: Conversation) -> Response:
@@ -374,25 +354,18 @@ class Exchange:
                 media_type="text/event-stream",
                 headers={SESSION_HEADER: conversation.current.id},
             )
-        chunks = [
-            chunk async for chunk in self._rounds(flow, response, relay, conversation, whole=True)
-        ]
+        chunks = [chunk async for chunk in self._rounds(flow, response, relay, conversation)]
         # Named now, after any fork: the session that holds this reply.
         headers = {SESSION_HEADER: conversation.current.id}
-        answer: Response
         if self.verbatim:
             media = response.headers.get("content-type", "application/json")
-            answer = Response(
+            return Response(
                 b"".join(chunks),
                 status_code=response.status_code,
                 media_type=media,
                 headers=headers,
             )
-        else:
-            answer = JSONResponse(writer.body(), headers=headers)
-        if self._unrecorded:
-            return _RecordedAfter(answer, self.state, conversation, flow)
-        return answer
+        return JSONResponse(writer.body(), headers=headers)
 
     # -- the engine's work: one generator, each step on a worker thread ----------------------
 
@@ -404,7 +377,6 @@ class Exchange:
         recovered = False
         while True:
             outcome = yield body
-            assert outcome is not None  # None answers ANSWERED only
             if isinstance(outcome, CutShort):
                 # Never handed over as if the model had stopped: asked again with more room,
                 # or (no room can be made) relayed as cut, its stop reason saying so.
@@ -431,9 +403,6 @@ class Exchange:
             # A reply that also calls the client's tools is final, whatever engine tools it calls
             # besides (they are answered inside the same write).
             final = not reply.engine_calls or reply.client_calls > 0
-            if self._record_later and not reply.engine_calls:
-                self.log["rounds"] = rounds
-                yield ANSWERED  # the client's reply is settled: it goes out first
             with self.state.store.atomic() if final else contextlib.nullcontext():
                 more = conversation.add_reply(reply)
                 if not more:
@@ -623,17 +592,9 @@ class Exchange:
     # -- the one loop ----------------------------------------------------------------------------
 
     async def _rounds(
-        self,
-        flow: Step,
-        response: httpx.Response,
-        relay: _Relay,
-        conversation: Conversation,
-        *,
-        whole: bool = False,
+        self, flow: Step, response: httpx.Response, relay: _Relay, conversation: Conversation
     ) -> AsyncIterator[bytes]:
-        """Every round of the request, relayed to the client as one reply. The final reply is
-        recorded before the reply's last bytes; a ``whole`` reply (not streamed) may be left
-        for after it is sent (:attr:`_unrecorded`: see :class:`_RecordedAfter`)."""
+        """Every round of the request, relayed to the client as one reply."""
         try:
             while True:
                 relay.begin_round(hold=self.clamped_at is not None and not self.verbatim)
@@ -660,13 +621,7 @@ class Exchange:
                 for out in relay.settle_round(retried=False):
                     if not self.verbatim:
                         yield out
-                # Only while this request is the only one: its steps run on the loop (see
-                # off_loop), and recording later costs no hop of its own.
-                self._record_later = whole and self._may_record_later()
                 body = await off_loop(self.state, _step, flow, Round(reply, relay.visible_digest()))
-                if body is ANSWERED:
-                    self._unrecorded = True
-                    break
                 if body is None:
                     break
                 response = await self._call(flow, body)
@@ -691,13 +646,6 @@ class Exchange:
             await response.aclose()
             if self.client.stream:  # (its claims are given back by _ClaimedStream)
                 write_access_log(self.log, self.tally)
-
-    def _may_record_later(self) -> bool:
-        """True when nothing can come between sending a whole reply and recording it (see
-        :class:`_RecordedAfter`): no other process writes to the store, and no other request
-        is being served (one that arrives meanwhile waits: ``ProxyState.unrecorded``)."""
-        state = self.state
-        return state.steps_on_loop and state.serving.requests <= 1
 
     async def _read(self, response: httpx.Response) -> AsyncIterator[tuple[bytes, list[WireEvent]]]:
         """One upstream reply as it comes: each chunk of raw bytes (a dry run passes them on)
@@ -747,78 +695,6 @@ class _ClaimedStream(StreamingResponse):
             await super().__call__(scope, receive, send)
         finally:
             await _end(self.state, self.conversation)
-
-
-class _RecordedAfter(Response):
-    """A whole reply, recorded once it is sent (however sending it ends).
-
-    Recording a reply (the message, its usage event, the turn's state, the head the client's
-    next request will carry, the session's figures: one transaction) is some 0.6 ms at a 10k
-    history, and the client needs none of it to read its reply: it needs it on its next
-    request. So where nothing can come between, a reply goes out first, and the client's
-    latency loses that time (the work is as much as before, done while the client reads its
-    reply). Nothing can come between when this process alone writes to the store
-    (``ProxyState.steps_on_loop``: one worker on a SQLite file) and every request waits for
-    the replies still unrecorded before it reads the store (``ProxyState.unrecorded``): the
-    next request finds the store, the kept sessions and the claims as it would have found them.
-    It is done only while the request is the only one being served (see
-    :meth:`Exchange._may_record_later`): then its steps run on the event loop, so recording
-    apart costs no thread hop; under load a reply is recorded as before, in the step that
-    settles it. A reply that called engine tools besides the client's is recorded before it
-    is sent, as before: its engine rounds are written with it.
-
-    What changes is what a failure leaves. A crash in the moment between sending and recording
-    leaves a reply the client has and the store has not: the client's next request carries it,
-    and the proxy appends it from there as it appends any new message (continuing, not
-    forking). A store that fails to record it is logged, not answered with an error: the
-    client has its reply already.
-    """
-
-    def __init__(
-        self, answer: Response, state: ProxyState, conversation: Conversation, flow: Step
-    ) -> None:
-        super().__init__(answer.body, status_code=answer.status_code)
-        self.media_type, self.raw_headers = answer.media_type, answer.raw_headers  # as it was
-        self.state = state
-        self.conversation = conversation
-        self.flow = flow
-        self.recorded = anyio.Event()
-        state.unrecorded.add(self.recorded)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self.record()
-
-    async def record(self) -> None:
-        """Record the reply, free its sessions, and let the requests waiting for it go on."""
-        try:
-            await off_loop(self.state, _step, self.flow, None)
-        except Exception:  # the client has its reply: the failure is the log's
-            logger.exception("recording a reply the client received failed")
-        finally:
-            try:
-                await _end(self.state, self.conversation)
-            finally:
-                self.state.unrecorded.discard(self.recorded)
-                self.recorded.set()
-
-
-UNRECORDED_WAIT_SECONDS = 30.0
-"""The longest a request waits for a reply sent before it to be recorded (a recording takes
-milliseconds; a reply whose sending never began, cancelled at shutdown, is never recorded)."""
-
-
-async def _recorded(state: ProxyState) -> None:
-    """Once every reply already sent is recorded (see :class:`_RecordedAfter`)."""
-    for unrecorded in list(state.unrecorded):
-        with anyio.move_on_after(UNRECORDED_WAIT_SECONDS):
-            await unrecorded.wait()
-        if not unrecorded.is_set():
-            logger.warning("a reply sent %g s ago is still not recorded", UNRECORDED_WAIT_SECONDS)
-            state.unrecorded.discard(unrecorded)
 
 
 async def _end(state: ProxyState, conversation: Conversation) -> None:
@@ -951,10 +827,9 @@ def _as_client_error(exc: Exception, upstream: WireSide) -> ClientError:
     return client_error(mapped, 502)
 
 
-def _step(flow: Step, outcome: Round | Overflowed | CutShort | None) -> dict[str, Any] | None:
-    """The flow's next upstream body (or :data:`ANSWERED`); None when it is over (a
-    ``StopIteration`` cannot cross back from a worker thread). ``None`` answers
-    :data:`ANSWERED`: record the reply."""
+def _step(flow: Step, outcome: Round | Overflowed | CutShort) -> dict[str, Any] | None:
+    """The flow's next upstream body; None when it is over (a ``StopIteration`` cannot cross
+    back from a worker thread)."""
     try:
         return flow.send(outcome)
     except StopIteration:
