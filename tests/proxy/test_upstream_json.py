@@ -144,15 +144,16 @@ def test_a_conversation_resent_is_written_as_json_dumps_writes_it(data: st.DataO
         body = {"model": "m", "messages": sent, "system": "s" * LONG_CHARS, "stream": True}
         for tokens in (SHARED_WORTH_TOKENS, WORTH_TOKENS):
             assert encoder.encode(body, tokens=tokens) == _json(body)
-    assert encoder._run_bytes == sum(len(run.joined) for run in encoder._runs.values())
+    runs = encoder._runs
+    assert runs._weight == sum(len(run.joined) for run in runs._entries.values())
 
 
 def test_a_grown_conversation_takes_its_run_up() -> None:
     encoder = BodyEncoder()
     view = [_shared("user", "fix it"), _shared("assistant", "ok")]
     encoder.encode({"messages": view}, tokens=WORTH_TOKENS)
-    [run] = encoder._runs.values()
+    [run] = encoder._runs._entries.values()
     grown = [*view, _shared("user", "done")]
     assert encoder.encode({"messages": grown}, tokens=WORTH_TOKENS) == _json({"messages": grown})
-    [taken_up] = encoder._runs.values()
+    [taken_up] = encoder._runs._entries.values()
     assert taken_up.items == grown and taken_up.joined.startswith(run.joined)

@@ -25,6 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from contextfold.lru import LRU
 from contextfold.sequences import common_prefix
 from contextfold.wire.anthropic import SharedBlock, SharedMessage
 
@@ -118,8 +119,9 @@ class _Run:
 class BodyEncoder:
     """JSON bytes of request bodies, remembering the encoding of long strings (at most
     ``max_bytes`` of encodings; the least recently used go first) and each conversation's last
-    run of shared messages (:class:`_Run`: at most :data:`RUNS_KEPT`, and ``max_bytes`` of
-    them besides). For one thread's use (the event loop's): it is not locked."""
+    run of shared messages (:class:`_Run`, in an :class:`~contextfold.lru.LRU`: at most
+    :data:`RUNS_KEPT`, and ``max_bytes`` of them besides). For one thread's use (the event
+    loop's): the string memo is not locked."""
 
     def __init__(self, max_bytes: int = 32 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
@@ -131,8 +133,9 @@ class BodyEncoder:
         self._stand_in_text = f"\x00{secrets.token_hex(16)}\x00"
         self._written = _dumps(self._stand_in_text)
         # Each conversation's last run of shared messages, by its first (see :meth:`_run`).
-        self._runs: OrderedDict[int, _Run] = OrderedDict()
-        self._run_bytes = 0
+        self._runs: LRU[int, _Run] = LRU(
+            RUNS_KEPT, max_weight=max_bytes, weigh=lambda _key, run: len(run.joined)
+        )
 
     def encode(self, body: Any, *, tokens: int) -> bytes:
         """``json.dumps(body, ensure_ascii=False).encode()``. ``tokens``: about how many the
@@ -237,18 +240,8 @@ class BodyEncoder:
             run = last  # the same run again (a body sent twice)
         else:
             run = _Run(messages[:count], ends, b", ".join(pieces))
-        self._keep(id(first), run)
+        self._runs.put(id(first), run)
         return run
-
-    def _keep(self, key: int, run: _Run) -> None:
-        old = self._runs.pop(key, None)
-        if old is not None:
-            self._run_bytes -= len(old.joined)
-        self._runs[key] = run
-        self._run_bytes += len(run.joined)
-        while len(self._runs) > RUNS_KEPT or self._run_bytes > self.max_bytes:
-            _, dropped = self._runs.popitem(last=False)
-            self._run_bytes -= len(dropped.joined)
 
     def _string(self, text: str) -> bytes:
         """The JSON encoding of ``text``, remembered."""
